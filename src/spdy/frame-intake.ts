@@ -1,0 +1,118 @@
+/**
+ * Ordered, backpressured intake of frames from the socket: parse, inflate header blocks in order,
+ * dispatch, and pause the socket while anything downstream is not ready.
+ */
+import type { Duplex } from 'node:stream';
+import { FrameParser, type SpdyFrame } from './frame.js';
+import type { HeaderDecompressor, SpdyHeaders } from './header-block.js';
+
+/** Receives frames from a {@link FrameIntake}, strictly in wire order. */
+export interface FrameSink {
+  /** One frame; SYN_STREAM, SYN_REPLY and HEADERS come with their decoded headers. */
+  onFrame(f: SpdyFrame, headers: SpdyHeaders | undefined): void;
+  /** A parse or header-block error (`f` is the header-carrying frame whose block failed). */
+  onIntakeError(err: unknown, f?: SpdyFrame): void;
+}
+
+/**
+ * Header inflate is asynchronous, so frames behind a header-carrying frame wait until it is
+ * decoded; when nothing is pending, DATA is dispatched synchronously. While a header block is
+ * inflating or any stream is blocked (its `push` returned false), the socket is paused, so at most
+ * one socket read of frames is held in memory: TCP carries the backpressure to the peer.
+ */
+export class FrameIntake {
+  private readonly parser = new FrameParser();
+  private readonly queue: SpdyFrame[] = [];
+  private readonly blockedBy = new Set<object>();
+  private decoding = false;
+  private draining = false;
+  private paused = false;
+  private stopped = false;
+
+  /**
+   * @param socket paused and resumed by the intake.
+   * @param decompressor the connection's inbound header context.
+   * @param sink where frames go.
+   */
+  constructor(
+    private readonly socket: Duplex,
+    private readonly decompressor: HeaderDecompressor,
+    private readonly sink: FrameSink,
+  ) {}
+
+  /** Bytes held for an incomplete frame. */
+  get bufferedBytes(): number {
+    return this.parser.bufferedBytes;
+  }
+
+  /** True after {@link stop}. */
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
+  /** Feeds socket bytes. */
+  push(chunk: Buffer): void {
+    if (this.stopped) return;
+    try {
+      for (const f of this.parser.push(chunk)) this.queue.push(f);
+    } catch (e) {
+      this.sink.onIntakeError(e);
+    }
+    this.drain();
+  }
+
+  /** A consumer is full: hold all dispatch (and the socket) until {@link unblock}. */
+  block(consumer: object): void {
+    this.blockedBy.add(consumer);
+  }
+
+  /** A consumer wants data again (or is gone). */
+  unblock(consumer: object): void {
+    if (this.blockedBy.delete(consumer) && this.blockedBy.size === 0) this.drain();
+  }
+
+  /** Drops everything queued and ignores further input. */
+  stop(): void {
+    this.stopped = true;
+    this.queue.length = 0;
+  }
+
+  /** Dispatches queued frames in order until a header block is inflating or a consumer is full. */
+  private drain(): void {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (!this.stopped && !this.decoding && this.blockedBy.size === 0 && this.queue.length > 0) {
+        this.dispatch(this.queue.shift()!);
+      }
+      if (!this.stopped && this.queue.length === 0 && !this.decoding && this.parser.hasPendingError) {
+        this.push(Buffer.alloc(0));
+      }
+    } finally {
+      this.draining = false;
+    }
+    const stalled = !this.stopped && (this.decoding || this.blockedBy.size > 0 || this.queue.length > 0);
+    if (stalled !== this.paused) {
+      this.paused = stalled;
+      if (stalled) this.socket.pause();
+      else this.socket.resume();
+    }
+  }
+
+  private dispatch(f: SpdyFrame): void {
+    if (f.type !== 'syn_stream' && f.type !== 'syn_reply' && f.type !== 'headers') return this.sink.onFrame(f, undefined);
+    this.decoding = true;
+    this.decompressor.decompress(f.headerBlock, f.streamId).then(
+      (headers) => {
+        this.decoding = false;
+        if (!this.stopped) this.sink.onFrame(f, headers);
+        this.drain();
+      },
+      (err: unknown) => {
+        this.decoding = false;
+        if (!this.stopped) this.sink.onIntakeError(err, f);
+        this.drain();
+      },
+    );
+  }
+}

@@ -1,0 +1,207 @@
+/**
+ * One SPDY stream as a Node Duplex: writes become DATA frames, peer DATA is readable.
+ */
+import assert from 'node:assert/strict';
+import { Duplex } from 'node:stream';
+import { RstStatus } from './codes.js';
+import { SpdyStreamResetError } from './errors.js';
+import type { SpdyHeaders, SpdyHeadersInit } from './header-block.js';
+
+/** Largest DATA payload we send per frame; bigger writes are split (never into small frames). */
+export const MAX_DATA_FRAME_BYTES = 1024 * 1024;
+
+/**
+ * What a stream needs from its connection. Implemented by `SpdyConnection`; not for other callers.
+ * @internal
+ */
+export interface SpdyStreamOwner {
+  /** Queues a DATA frame on the socket, in order with all other frames. */
+  sendData(streamId: number, data: Buffer, fin: boolean): void;
+  /** Queues a SYN_REPLY frame. */
+  sendReply(streamId: number, headers: SpdyHeadersInit): void;
+  /** Queues a RST_STREAM frame. */
+  sendReset(streamId: number, status: number): void;
+  /** Calls `cb` once the socket's queued bytes are below the connection limit (or with an error). */
+  whenWritable(cb: (err?: Error | null) => void): void;
+  /** The stream's consumer wants more data (its `_read` was called). */
+  streamWantsData(stream: SpdyStream): void;
+  /** The stream closed (both sides done, reset or destroyed); forget it. */
+  streamClosed(stream: SpdyStream, wasReset: boolean): void;
+}
+
+/**
+ * A SPDY stream.
+ *
+ * - `write()` sends DATA frames (split above {@link MAX_DATA_FRAME_BYTES}); the write callback fires
+ *   once the connection's socket queue is below its limit, so writers feel TCP backpressure.
+ * - `end()` sends an empty DATA frame with FLAG_FIN (half-close).
+ * - Peer DATA is pushed to the readable side; peer FIN ends it.
+ * - Peer RST_STREAM emits `'reset'` (status) and destroys the stream: without an error for CANCEL
+ *   (the normal way Kubernetes tears streams down), with a {@link SpdyStreamResetError} otherwise.
+ *   Losing the connection destroys streams whose readable side is unfinished with an Error.
+ *   Such peer-caused errors are only passed to `destroy` when an 'error' listener exists, so an
+ *   unattended stream can never crash the process (it closes without 'end' instead).
+ * - Event `'reply'` (headers) fires on streams we opened when their SYN_REPLY arrives, `'headers'`
+ *   (headers) on HEADERS frames.
+ * - `destroy()` on a stream that is not finished sends RST_STREAM(CANCEL).
+ */
+export class SpdyStream extends Duplex {
+  /** Headers of the peer's SYN_REPLY (streams we opened), once it arrived. */
+  replyHeaders?: SpdyHeaders;
+  /** @internal whether the peer has half-closed (FIN seen). */
+  remoteFinished = false;
+  private replied: boolean;
+  private resetSent = false;
+  private resetReceived = false;
+  private localFinSent = false;
+  private connectionError: Error | undefined;
+
+  /**
+   * @internal Created by `SpdyConnection` only.
+   * @param id the stream id.
+   * @param headers the SYN_STREAM headers (ours for outgoing streams, the peer's for incoming).
+   * @param outgoing true for streams we opened.
+   */
+  constructor(
+    private readonly owner: SpdyStreamOwner,
+    readonly id: number,
+    readonly headers: SpdyHeaders,
+    readonly outgoing: boolean,
+  ) {
+    super({ allowHalfOpen: true, emitClose: true, autoDestroy: true, highWaterMark: 1024 * 1024 });
+    this.replied = outgoing;
+    this.once('end', () => this.checkDone());
+    this.once('finish', () => this.checkDone());
+  }
+
+  /** Sends SYN_REPLY on a stream the peer opened; an empty header block is what Kubernetes sends. */
+  reply(headers: SpdyHeadersInit = {}): void {
+    assert.ok(!this.outgoing, 'reply() is only for streams opened by the peer');
+    assert.ok(!this.replied, `stream ${this.id} already replied`);
+    this.replied = true;
+    if (this.destroyed) return;
+    this.owner.sendReply(this.id, headers);
+  }
+
+  /** Sends RST_STREAM(status) and destroys the stream without an error. */
+  reset(status: number = RstStatus.CANCEL): void {
+    if (this.destroyed || this.resetSent || this.resetReceived) return;
+    this.resetSent = true;
+    this.owner.sendReset(this.id, status);
+    this.destroy();
+  }
+
+  /** @internal Peer DATA; returns false when the consumer is full (pause the socket). */
+  pushData(data: Buffer): boolean {
+    if (this.destroyed) return true;
+    return this.push(data);
+  }
+
+  /** @internal Peer FIN. */
+  remoteFin(): void {
+    if (this.remoteFinished) return;
+    this.remoteFinished = true;
+    if (!this.destroyed) this.push(null);
+  }
+
+  /** @internal Peer RST_STREAM. */
+  remoteReset(status: number): void {
+    if (this.destroyed) return;
+    this.resetReceived = true;
+    this.emit('reset', status);
+    this.destroyQuietly(status === RstStatus.CANCEL ? undefined : new SpdyStreamResetError(this.id, status));
+  }
+
+  /** @internal We answered a peer protocol error with RST_STREAM: destroy quietly, send nothing more. */
+  resetByUs(): void {
+    this.resetSent = true;
+    this.destroy();
+  }
+
+  /** @internal Mark the local side as already finished (SYN_STREAM carried FLAG_FIN). */
+  markLocalFinSent(): void {
+    this.localFinSent = true;
+  }
+
+  /**
+   * @internal The connection is gone. A readable side that the peer had not finished is destroyed
+   * with `err` so consumers notice; one the peer finished keeps its buffered data until read, and
+   * only later writes fail with `err`.
+   */
+  connectionClosed(err: Error): void {
+    if (this.destroyed) return;
+    this.resetReceived = true; // nothing can be sent any more
+    this.connectionError = err;
+    if (!this.remoteFinished && !this.readableEnded) this.destroyQuietly(err);
+    else if (this.writableFinished) this.destroy();
+  }
+
+  override _read(): void {
+    this.owner.streamWantsData(this);
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    if (this.connectionError) return cb(this.connectionError);
+    this.sendChunks([chunk]);
+    this.owner.whenWritable(cb);
+  }
+
+  override _writev(chunks: { chunk: Buffer }[], cb: (err?: Error | null) => void): void {
+    if (this.connectionError) return cb(this.connectionError);
+    this.sendChunks(chunks.map((c) => c.chunk));
+    this.owner.whenWritable(cb);
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    if (this.connectionError) return cb(this.connectionError);
+    if (!this.localFinSent) {
+      this.ensureReplied();
+      this.localFinSent = true;
+      this.owner.sendData(this.id, Buffer.alloc(0), true);
+    }
+    cb();
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    const done = (this.remoteFinished || this.readableEnded) && this.writableFinished;
+    if (!done && !this.resetSent && !this.resetReceived) {
+      this.resetSent = true;
+      this.owner.sendReset(this.id, RstStatus.CANCEL);
+    }
+    this.owner.streamClosed(this, this.resetSent || this.resetReceived);
+    cb(err);
+  }
+
+  private sendChunks(chunks: Buffer[]): void {
+    this.ensureReplied();
+    assert.ok(!this.localFinSent, `write on stream ${this.id} after FIN`);
+    // Coalesce small writev batches into one frame; split anything above the frame limit.
+    const total = chunks.reduce((n, c) => n + c.length, 0);
+    if (chunks.length > 1 && total <= MAX_DATA_FRAME_BYTES) chunks = [Buffer.concat(chunks, total)];
+    for (const chunk of chunks) {
+      for (let at = 0; at < chunk.length; at += MAX_DATA_FRAME_BYTES) {
+        this.owner.sendData(this.id, chunk.subarray(at, at + MAX_DATA_FRAME_BYTES), false);
+      }
+    }
+  }
+
+  /** The peer (spdystream) drops DATA sent before SYN_REPLY, so reply implicitly on first write. */
+  private ensureReplied(): void {
+    if (!this.replied) this.reply();
+  }
+
+  /**
+   * Peer-caused failures must never crash the process: the error is delivered only when someone
+   * listens for it ('error' listener, `pipeline`, `finished`); otherwise the stream just closes
+   * without 'end', which consumers see as a premature close.
+   */
+  private destroyQuietly(err: Error | undefined): void {
+    this.destroy(err !== undefined && this.listenerCount('error') > 0 ? err : undefined);
+  }
+
+  private checkDone(): void {
+    if (this.readableEnded && this.writableFinished && !this.destroyed) {
+      this.destroy();
+    }
+  }
+}
