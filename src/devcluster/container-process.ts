@@ -1,0 +1,181 @@
+/**
+ * A container's main process: started with the pod, restarted when it exits (restartCount++), and
+ * shared by every attacher. Its output is broadcast to the attachers of the moment (and kept in a
+ * small log ring for pods/log); attachers' stdin goes to its stdin.
+ */
+import { EventEmitter } from 'node:events';
+import type { Writable } from 'node:stream';
+import type { TerminalSize } from '../terminal-size.js';
+import { spawnLocal, type LocalProcess } from './local-process.js';
+import { KILL_GRACE_MS, type LaunchTarget } from './process-launch.js';
+
+/** The parts of a container spec the dev cluster uses. */
+export interface ContainerSpec {
+  name: string;
+  image: string;
+  stdin: boolean;
+  stdinOnce: boolean;
+  tty: boolean;
+  /** Main process argv (command + args); default `/bin/sh`. */
+  command?: string[];
+  args?: string[];
+}
+
+/** Where an attacher wants the main process's output. */
+export interface AttachSink {
+  stdout?: Writable;
+  /** Ignored for a tty container (a terminal has one output). */
+  stderr?: Writable;
+}
+
+/** Bytes of recent output kept for pods/log. */
+const LOG_RING_BYTES = 256 * 1024;
+/** A process that lived less than this is restarted after {@link CRASH_BACKOFF_MS}, not at once. */
+const CRASH_WINDOW_MS = 1000;
+const CRASH_BACKOFF_MS = 1000;
+
+/**
+ * The main process of one container. Emits `exit` (exitCode) each time the process ends and
+ * `restart` when a new one was started.
+ */
+export class ContainerProcess extends EventEmitter {
+  restartCount = 0;
+  startedAt = new Date().toISOString();
+  #proc: LocalProcess | undefined;
+  #sinks = new Set<AttachSink>();
+  #log: Buffer[] = [];
+  #logBytes = 0;
+  #stopped = false;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #stdinEnded = false;
+  #lastSize: TerminalSize | undefined;
+
+  constructor(
+    readonly spec: ContainerSpec,
+    private readonly target: LaunchTarget,
+  ) {
+    super();
+  }
+
+  /** True when the main process runs on a terminal (spec.tty). */
+  get tty(): boolean {
+    return this.spec.tty;
+  }
+
+  /** The current process id, if running. */
+  get pid(): number | undefined {
+    return this.#proc && !this.#proc.done ? this.#proc.pid : undefined;
+  }
+
+  /** Start the process (first start or restart). */
+  start(): void {
+    if (this.#stopped) return;
+    const argv = [...(this.spec.command?.length ? this.spec.command : ['/bin/sh']), ...(this.spec.args ?? [])];
+    const began = Date.now();
+    this.#stdinEnded = false;
+    let proc: LocalProcess;
+    try {
+      proc = spawnLocal(argv, this.target, this.spec.tty, this.#lastSize);
+    } catch (err) {
+      this.#scheduleRestart(127, began);
+      return;
+    }
+    this.#proc = proc;
+    this.startedAt = new Date().toISOString();
+    for (const sink of this.#sinks) this.#connect(proc, sink);
+    proc.stdout.add(this.#logWriter);
+    proc.stderr.add(this.#logWriter);
+    if (!this.spec.stdin) proc.endStdin();
+    proc.exited.then(
+      (code) => this.#scheduleRestart(code, began),
+      () => this.#scheduleRestart(126, began),
+    );
+  }
+
+  /** Copy output from now on into `sink`; returns the detach function. */
+  attach(sink: AttachSink): () => void {
+    this.#sinks.add(sink);
+    if (this.#proc && !this.#proc.done) this.#connect(this.#proc, sink);
+    return () => {
+      this.#sinks.delete(sink);
+      if (this.#proc) this.#disconnect(this.#proc, sink);
+    };
+  }
+
+  /** Write attacher input; false means wait for {@link onStdinDrain}. Dropped without `stdin: true`. */
+  writeStdin(chunk: Buffer): boolean {
+    if (!this.spec.stdin || !this.#proc || this.#proc.done) return true;
+    return this.#proc.writeStdin(chunk);
+  }
+
+  /** Call `cb` once the current process's stdin can take more data. */
+  onStdinDrain(cb: () => void): void {
+    if (!this.#proc || this.#proc.done) cb();
+    else this.#proc.onStdinDrain(cb);
+  }
+
+  /** Close the main stdin (an attacher's EOF with stdinOnce). */
+  endStdin(): void {
+    if (this.#stdinEnded) return;
+    this.#stdinEnded = true;
+    this.#proc?.endStdin();
+  }
+
+  /** Resize the container's terminal. */
+  resize(size: TerminalSize): void {
+    if (size.width < 1 || size.height < 1) return;
+    this.#lastSize = size;
+    this.#proc?.resize(size);
+  }
+
+  /** Recent output (stdout and stderr interleaved), for pods/log. */
+  logs(): Buffer {
+    return Buffer.concat(this.#log);
+  }
+
+  /** Kill the process for good (SIGTERM, SIGKILL after a grace period); resolves once it is gone. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#restartTimer);
+    const proc = this.#proc;
+    if (!proc || proc.done) return;
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), KILL_GRACE_MS);
+    await proc.exited.catch(() => undefined);
+    clearTimeout(timer);
+  }
+
+  readonly #logWriter = {
+    write: (chunk: Buffer): boolean => {
+      this.#log.push(chunk);
+      this.#logBytes += chunk.length;
+      while (this.#logBytes > LOG_RING_BYTES && this.#log.length > 1) this.#logBytes -= this.#log.shift()!.length;
+      return true;
+    },
+    destroyed: false,
+    writableEnded: false,
+  } as unknown as Writable;
+
+  #connect(proc: LocalProcess, sink: AttachSink): void {
+    if (sink.stdout) proc.stdout.add(sink.stdout);
+    const err = proc.tty ? undefined : (sink.stderr ?? undefined);
+    if (err) proc.stderr.add(err);
+  }
+
+  #disconnect(proc: LocalProcess, sink: AttachSink): void {
+    if (sink.stdout) proc.stdout.remove(sink.stdout);
+    if (sink.stderr) proc.stderr.remove(sink.stderr);
+  }
+
+  #scheduleRestart(exitCode: number, began: number): void {
+    this.emit('exit', exitCode);
+    if (this.#stopped) return;
+    const delay = Date.now() - began < CRASH_WINDOW_MS ? CRASH_BACKOFF_MS : 0;
+    this.#restartTimer = setTimeout(() => {
+      if (this.#stopped) return;
+      this.restartCount++;
+      this.start();
+      this.emit('restart');
+    }, delay);
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * The dev cluster's REST surface for non-upgrade requests: discovery, namespaces, pods (list,
+ * watch, get, create, delete, log) and the `Upgrade request required` answer of the streaming
+ * subresources. Everything is plain `application/json`; errors are Status objects.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { encodeStatus, errorStatus, notFoundStatus, type V1Status } from '../status.js';
+import { apiGroupList, apiVersions, coreV1Resources, DEV_CLUSTER_VERSION } from './discovery.js';
+import { parsePodManifest } from './pod-manifest.js';
+import { podObject } from './pod-object.js';
+import type { PodRegistry } from './pod-registry.js';
+import { podSelector } from './pod-selectors.js';
+import { isWatch, servePodWatch } from './pod-watch.js';
+
+/** Largest request body accepted (a Pod manifest). */
+const MAX_BODY_BYTES = 1024 * 1024;
+/** When the namespaces "were created". */
+const CLUSTER_START = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+
+/** What the REST handler needs. */
+export interface CoreApiDeps {
+  registry: PodRegistry;
+  /** host:port clients use, for `/api`'s serverAddressByClientCIDRs. */
+  serverAddress: () => string;
+}
+
+/** Build the `request` handler of the dev cluster's HTTP server. */
+export function createCoreApiHandler(deps: CoreApiDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    handle(deps, req, res).catch((err: unknown) => {
+      if (!res.headersSent) sendStatus(res, errorStatus(500, `Internal error occurred: ${String(err)}`));
+      else res.destroy();
+    });
+  };
+}
+
+async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://dev-cluster');
+  const path = url.pathname.replace(/\/+$/, '') || '/';
+  const query = url.searchParams;
+  const method = req.method ?? 'GET';
+  const { registry } = deps;
+  const getOnly = (body: () => unknown): void => {
+    if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
+    sendJson(res, 200, body());
+  };
+
+  switch (path) {
+    case '/version':
+      return getOnly(() => DEV_CLUSTER_VERSION);
+    case '/api':
+      return getOnly(() => apiVersions(deps.serverAddress()));
+    case '/apis':
+      return getOnly(() => apiGroupList());
+    case '/api/v1':
+      return getOnly(() => coreV1Resources());
+    case '/api/v1/namespaces':
+      return getOnly(() => ({
+        kind: 'NamespaceList',
+        apiVersion: 'v1',
+        metadata: { resourceVersion: String(registry.resourceVersion) },
+        items: [...registry.namespaces].sort().map((n) => namespaceObject(n, false)),
+      }));
+    case '/api/v1/pods':
+      return podCollection(deps, req, res, undefined, query);
+  }
+
+  const parts = path.split('/').slice(1).map(decodeURIComponent);
+  // ['api','v1','namespaces',ns, 'pods', name, sub]
+  if (parts[0] !== 'api' || parts[1] !== 'v1' || parts[2] !== 'namespaces' || parts.length < 4) {
+    return sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
+  }
+  const ns = parts[3]!;
+  if (!registry.namespaces.has(ns)) return sendStatus(res, notFoundStatus('namespaces', ns));
+  if (parts.length === 4) return getOnly(() => namespaceObject(ns, true));
+  if (parts[4] !== 'pods' || parts.length > 7) {
+    return sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
+  }
+  if (parts.length === 5) return podCollection(deps, req, res, ns, query);
+
+  const name = parts[5]!;
+  const pod = registry.get(ns, name);
+  if (!pod) return sendStatus(res, notFoundStatus('pods', name));
+  if (parts.length === 6) {
+    if (method === 'GET' || method === 'HEAD') return sendJson(res, 200, podObject(pod));
+    if (method === 'DELETE') {
+      registry.delete(ns, name);
+      return sendJson(res, 200, podObject(pod));
+    }
+    return sendStatus(res, methodNotAllowed(method));
+  }
+  const sub = parts[6]!;
+  if (sub === 'exec' || sub === 'attach' || sub === 'portforward') {
+    if (method !== 'GET' && method !== 'POST') return sendStatus(res, methodNotAllowed(method));
+    return sendStatus(res, errorStatus(400, 'Upgrade request required'));
+  }
+  if (sub === 'log') {
+    if (method !== 'GET') return sendStatus(res, methodNotAllowed(method));
+    const container = query.get('container') || (pod.containers.length === 1 ? pod.containers[0]!.name : '');
+    const main = pod.mains.get(container);
+    if (!main) {
+      const names = pod.containers.map((c) => c.name).join(' ');
+      return sendStatus(res, errorStatus(400, container
+        ? `container ${container} is not valid for pod ${name}`
+        : `a container name must be specified for pod ${name}, choose one of: [${names}]`));
+    }
+    res.writeHead(200, { 'Content-Type': 'text/plain' });
+    res.end(main.logs());
+    return;
+  }
+  return sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
+}
+
+/** `/api/v1/pods` and `/api/v1/namespaces/{ns}/pods`: list, watch and (namespaced) create. */
+async function podCollection(
+  deps: CoreApiDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  ns: string | undefined,
+  query: URLSearchParams,
+): Promise<void> {
+  const { registry } = deps;
+  const method = req.method ?? 'GET';
+  if (method === 'POST' && ns !== undefined) {
+    let body: unknown;
+    try {
+      body = JSON.parse((await readBody(req)).toString('utf8'));
+    } catch (err) {
+      return sendStatus(res, errorStatus(400, `the request body is not valid JSON: ${(err as Error).message}`));
+    }
+    const manifest = parsePodManifest(body, ns);
+    if (!manifest.ok) return sendStatus(res, manifest.status);
+    if (registry.get(ns, manifest.value.name)) {
+      const name = manifest.value.name;
+      return sendStatus(res, errorStatus(409, `pods "${name}" already exists`, 'AlreadyExists', { name, kind: 'pods' }));
+    }
+    return sendJson(res, 201, podObject(registry.create(manifest.value)));
+  }
+  if (method !== 'GET') return sendStatus(res, methodNotAllowed(method));
+  const selector = podSelector(query);
+  if (!selector.ok) return sendStatus(res, selector.status);
+  if (isWatch(query)) return servePodWatch(req, res, registry, ns, selector.value, query);
+  sendJson(res, 200, {
+    kind: 'PodList',
+    apiVersion: 'v1',
+    metadata: { resourceVersion: String(registry.resourceVersion) },
+    items: registry
+      .list(ns)
+      .filter(selector.value)
+      .map((p) => podObject(p, false)),
+  });
+}
+
+function namespaceObject(name: string, withKind: boolean): Record<string, unknown> {
+  const obj = {
+    metadata: { name, uid: `00000000-0000-4000-8000-${Buffer.from(name).toString('hex').padEnd(12, '0').slice(0, 12)}`, resourceVersion: '1', creationTimestamp: CLUSTER_START, labels: { 'kubernetes.io/metadata.name': name } },
+    spec: { finalizers: ['kubernetes'] },
+    status: { phase: 'Active' },
+  };
+  return withKind ? { kind: 'Namespace', apiVersion: 'v1', ...obj } : obj;
+}
+
+function methodNotAllowed(method: string): V1Status {
+  return errorStatus(405, `the server does not allow this method on the requested resource (${method})`);
+}
+
+/** Write a JSON body. */
+export function sendJson(res: ServerResponse, code: number, body: unknown): void {
+  const payload = Buffer.from(JSON.stringify(body));
+  res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': payload.length });
+  res.end(payload);
+}
+
+/** Write a Status as the answer, with its code. */
+export function sendStatus(res: ServerResponse, status: V1Status): void {
+  const payload = encodeStatus(status);
+  res.writeHead(status.code ?? 500, { 'Content-Type': 'application/json', 'Content-Length': payload.length });
+  res.end(payload);
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(new Error('request body too large'));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.once('end', () => resolve(Buffer.concat(chunks)));
+    req.once('error', reject);
+  });
+}

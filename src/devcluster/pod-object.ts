@@ -1,0 +1,82 @@
+/**
+ * Rendering a dev-cluster {@link Pod} as a core/v1 Pod object, real enough for `kubectl get`,
+ * `exec`, `attach`, `cp` and `port-forward` (phase Running, Ready conditions, container statuses).
+ */
+import type { Pod } from './pod.js';
+
+/** The node every pod "runs" on. */
+export const NODE_NAME = 'dev-cluster';
+
+/** The v1 Pod JSON of `pod`; `withKind` adds kind/apiVersion (single objects and watch events). */
+export function podObject(pod: Pod, withKind = true): Record<string, unknown> {
+  const startTime = pod.creationTimestamp;
+  const metadata: Record<string, unknown> = {
+    name: pod.name,
+    namespace: pod.namespace,
+    uid: pod.uid,
+    resourceVersion: pod.resourceVersion,
+    creationTimestamp: pod.creationTimestamp,
+  };
+  if (Object.keys(pod.labels).length > 0) metadata.labels = pod.labels;
+  if (Object.keys(pod.annotations).length > 0) metadata.annotations = pod.annotations;
+  const condition = (type: string): Record<string, unknown> => ({
+    type,
+    status: 'True',
+    lastProbeTime: null,
+    lastTransitionTime: startTime,
+  });
+  const obj: Record<string, unknown> = {
+    metadata,
+    spec: {
+      containers: pod.containers.map((c) => {
+        const spec: Record<string, unknown> = {
+          name: c.name,
+          image: c.image,
+          resources: {},
+          terminationMessagePath: '/dev/termination-log',
+          terminationMessagePolicy: 'File',
+          imagePullPolicy: 'IfNotPresent',
+          stdin: c.stdin,
+          stdinOnce: c.stdinOnce,
+          tty: c.tty,
+        };
+        if (c.command) spec.command = c.command;
+        if (c.args) spec.args = c.args;
+        return spec;
+      }),
+      restartPolicy: 'Always',
+      terminationGracePeriodSeconds: 30,
+      dnsPolicy: 'ClusterFirst',
+      serviceAccountName: 'default',
+      nodeName: NODE_NAME,
+      schedulerName: 'default-scheduler',
+      enableServiceLinks: true,
+      priority: 0,
+    },
+    status: {
+      phase: 'Running',
+      conditions: ['Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map(condition),
+      hostIP: '127.0.0.1',
+      hostIPs: [{ ip: '127.0.0.1' }],
+      podIP: '127.0.0.1',
+      podIPs: [{ ip: '127.0.0.1' }],
+      startTime,
+      containerStatuses: pod.containers.map((c) => {
+        const main = pod.mains.get(c.name);
+        return {
+          name: c.name,
+          state: { running: { startedAt: main?.startedAt.replace(/\.\d+Z$/, 'Z') ?? startTime } },
+          lastState: {},
+          ready: true,
+          restartCount: main?.restartCount ?? 0,
+          image: c.image,
+          imageID: `docker.io/library/${c.image}@sha256:${'0'.repeat(64)}`,
+          containerID: `dev://${pod.uid}/${c.name}`,
+          started: true,
+        };
+      }),
+      qosClass: 'BestEffort',
+    },
+  };
+  return withKind ? { kind: 'Pod', apiVersion: 'v1', ...obj } : obj;
+}

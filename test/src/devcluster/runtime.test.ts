@@ -1,0 +1,139 @@
+import { EventEmitter } from 'node:events';
+import { PassThrough, Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDevCluster, type DevCluster } from '../../../src/devcluster/dev-cluster.js';
+import { runAttach, runExec } from '../../../src/devcluster/runtime.js';
+
+let cluster: DevCluster;
+beforeAll(async () => {
+  cluster = await startDevCluster({ pods: ['rt'] });
+});
+afterAll(async () => {
+  await cluster.close();
+});
+
+const pod = () => cluster.pods.get('default', 'rt')!;
+const req = (command: string[]) => ({ pod: pod(), container: 'rt', command });
+
+function collector(opts: { keep?: boolean; onWrite?: () => void } = {}) {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  const w = new Writable({
+    write(c: Buffer, _e, cb) {
+      if (opts.keep !== false) chunks.push(c);
+      bytes += c.length;
+      opts.onWrite?.();
+      cb();
+    },
+  });
+  return { w, text: () => Buffer.concat(chunks).toString(), size: () => bytes };
+}
+
+describe('runExec', () => {
+  it('returns the exit code and separates stdout and stderr', async () => {
+    const out = collector();
+    const err = collector();
+    const r = await runExec(req(['sh', '-c', 'echo a; echo b >&2; exit 42']), { stdout: out.w, stderr: err.w, tty: false }, new AbortController().signal);
+    expect(r).toEqual({ exitCode: 42 });
+    expect([out.text(), err.text()]).toEqual(['a\n', 'b\n']);
+    expect(out.w.writableEnded).toBe(false);
+  });
+
+  it('rejects when the executable is missing', async () => {
+    await expect(runExec(req(['/no/such/bin']), { tty: false }, new AbortController().signal)).rejects.toThrow(/no\/such\/bin/);
+  });
+
+  it('ends the process stdin on stdin EOF', async () => {
+    const stdin = new PassThrough();
+    const out = collector();
+    const done = runExec(req(['wc', '-c']), { stdin, stdout: out.w, tty: false }, new AbortController().signal);
+    stdin.end(Buffer.alloc(12345));
+    expect(await done).toEqual({ exitCode: 0 });
+    expect(out.text().trim()).toBe('12345');
+  });
+
+  it('kills the process group when aborted', async () => {
+    const abort = new AbortController();
+    let started!: () => void;
+    const startedP = new Promise<void>((r) => (started = r));
+    const out = collector({ onWrite: () => started() });
+    const done = runExec(req(['sh', '-c', 'echo started; sleep 60']), { stdout: out.w, tty: false }, abort.signal);
+    await startedP;
+    abort.abort();
+    const r = await done;
+    expect(r.exitCode).toBe(128 + 15);
+  });
+
+  it('holds the process while stdout is full, without buffering everything', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let blocked!: () => void;
+    const blockedP = new Promise<void>((r) => (blocked = r));
+    let received = 0;
+    const slow = new Writable({
+      highWaterMark: 64 * 1024,
+      write(c: Buffer, _e, cb) {
+        received += c.length;
+        if (received > 1024 * 1024) {
+          blocked();
+          void gate.then(() => cb());
+        } else cb();
+      },
+    });
+    const total = 32 * 1024 * 1024;
+    const done = runExec(req(['head', '-c', String(total), '/dev/zero']), { stdout: slow, tty: false }, new AbortController().signal);
+    await blockedP;
+    // let the pipe fill: if nothing paused the process, more data would queue up meanwhile
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    // the writer is stuck; the process must not have pushed everything into memory
+    expect(slow.writableLength).toBeLessThan(1024 * 1024);
+    release();
+    expect(await done).toEqual({ exitCode: 0 });
+    expect(received).toBe(total);
+  });
+
+  it('moves 128 MiB byte-exact (speed is measured by npm run bench, not here)', async () => {
+    const out = collector({ keep: false });
+    const total = 128 * 1024 * 1024;
+    const r = await runExec(req(['head', '-c', String(total), '/dev/zero']), { stdout: out.w, tty: false }, new AbortController().signal);
+    expect(r.exitCode).toBe(0);
+    expect(out.size()).toBe(total);
+  });
+
+  it('runs on a pty with the first resize and later resizes', async () => {
+    const resize = new EventEmitter();
+    const stdin = new PassThrough();
+    const out = collector();
+    const done = runExec(req(['sh']), { stdin, stdout: out.w, tty: true, resize }, new AbortController().signal);
+    resize.emit('resize', { width: 91, height: 33 });
+    stdin.write('stty size; exit 9\n');
+    expect(await done).toEqual({ exitCode: 9 });
+    expect(out.text()).toContain('33 91');
+  });
+});
+
+describe('runAttach', () => {
+  it('broadcasts to every attacher and resolves when the main process exits', async () => {
+    const a = collector();
+    const b = collector();
+    const stdin = new PassThrough();
+    const ctl = new AbortController();
+    const first = runAttach(req([]), { stdin, stdout: a.w, tty: false }, ctl.signal);
+    const second = runAttach(req([]), { stdout: b.w, tty: false }, ctl.signal);
+    stdin.end('echo both; exit 3\n'); // stdin EOF of an attacher does not close the main stdin
+    expect(await first).toEqual({ exitCode: 3 });
+    expect(await second).toEqual({ exitCode: 3 });
+    expect([a.text(), b.text()]).toEqual(['both\n', 'both\n']);
+  });
+
+  it('resolves when aborted and leaves the main process running', async () => {
+    const main = pod().mains.get('rt')!;
+    if (main.pid === undefined) await new Promise((r) => main.once('restart', r));
+    const pid = main.pid;
+    const ctl = new AbortController();
+    const done = runAttach(req([]), { stdout: collector().w, tty: false }, ctl.signal);
+    ctl.abort();
+    expect(await done).toEqual({ exitCode: 0 });
+    expect(main.pid).toBe(pid);
+  });
+});
