@@ -9,6 +9,9 @@ import { resolve } from 'node:path';
 import { startDevCluster } from './devcluster/dev-cluster.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { parseHostPort } from './listen-address.js';
+import { DEFAULT_LISTEN, DEFAULT_UPGRADE_RESPONSE_TIMEOUT, resolveConfig } from './config.js';
+import { ConfigError } from './errors.js';
+import { startServer } from './server.js';
 
 const USAGE = `kube-stream-proxy: a Kubernetes API front proxy that serves exec, attach and port-forward
 over WebSockets (v5.channel.k8s.io, SPDY/3.1+portforward.k8s.io) for upstreams that speak only SPDY.
@@ -17,7 +20,7 @@ Usage:
   kube-stream-proxy <command> [flags]
 
 Commands:
-  serve         Run the proxy in front of a kube-apiserver (arrives with the front-proxy work).
+  serve         Run the proxy in front of a kube-apiserver or kubelet.
   dev-cluster   Run the embedded development cluster. WARNING: it runs local commands.
   demo          Run the dev cluster on loopback, write a kubeconfig and print a kubectl line to try.
 
@@ -59,6 +62,89 @@ Flags:
   -h, --help              Show this help.
 `;
 
+const SERVE_USAGE = `kube-stream-proxy serve: the front proxy. pods/{exec,attach,portforward} upgrades are relayed to
+the upstream byte for byte; everything else is reverse-proxied. /healthz, /livez, /readyz and /metrics
+are served on the same listener.
+
+Usage:
+  kube-stream-proxy serve --upstream URL [flags]
+
+Flags:
+  --listen HOST:PORT                  Address to listen on (default ${DEFAULT_LISTEN}). Plain HTTP only on loopback.
+  --tls-cert-file PATH                PEM certificate for HTTPS (with --tls-private-key-file).
+  --tls-private-key-file PATH         PEM key for HTTPS.
+  --upstream URL                      kube-apiserver/kubelet base URL (http or https).
+  --upstream-ca-file PATH             PEM CA bundle to verify the upstream.
+  --upstream-token-file PATH          Bearer token for the upstream (re-read every minute).
+  --upstream-client-cert-file PATH    PEM client certificate for the upstream (with the key).
+  --upstream-client-key-file PATH     PEM client key for the upstream.
+  --kubeconfig PATH                   Take upstream server and credentials from a kubeconfig (current context).
+  --in-cluster                        Take them from the pod's service account.
+  --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
+  --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
+  --upgrade-response-timeout DURATION Wait for the upstream's upgrade answer (default ${DEFAULT_UPGRADE_RESPONSE_TIMEOUT}).
+  -h, --help                          Show this help.
+`;
+
+/** `serve`: validate the flags, start the proxy, run until SIGINT/SIGTERM. */
+export async function serveCommand(argv: string[]): Promise<number | void> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        listen: { type: 'string' },
+        'tls-cert-file': { type: 'string' },
+        'tls-private-key-file': { type: 'string' },
+        upstream: { type: 'string' },
+        'upstream-ca-file': { type: 'string' },
+        'upstream-token-file': { type: 'string' },
+        'upstream-client-cert-file': { type: 'string' },
+        'upstream-client-key-file': { type: 'string' },
+        kubeconfig: { type: 'string' },
+        'in-cluster': { type: 'boolean', default: false },
+        'max-connection-bytes-per-sec': { type: 'string' },
+        'feature-gates': { type: 'string' },
+        'upgrade-response-timeout': { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+    }));
+  } catch (e) {
+    process.stderr.write(`kube-stream-proxy serve: ${(e as Error).message}\n\n${SERVE_USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(SERVE_USAGE);
+    return 0;
+  }
+  let config;
+  try {
+    config = await resolveConfig({
+      listen: values.listen,
+      tlsCertFile: values['tls-cert-file'],
+      tlsPrivateKeyFile: values['tls-private-key-file'],
+      upstream: values.upstream,
+      upstreamCaFile: values['upstream-ca-file'],
+      upstreamTokenFile: values['upstream-token-file'],
+      upstreamClientCertFile: values['upstream-client-cert-file'],
+      upstreamClientKeyFile: values['upstream-client-key-file'],
+      kubeconfig: values.kubeconfig,
+      inCluster: values['in-cluster'],
+      maxConnectionBytesPerSec: values['max-connection-bytes-per-sec'],
+      featureGates: values['feature-gates'],
+      upgradeResponseTimeout: values['upgrade-response-timeout'],
+    });
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    process.stderr.write(`kube-stream-proxy serve: ${e.message}\n`);
+    return 2;
+  }
+  const server = await startServer(config, { logger: { level: 'info' } });
+  process.stdout.write(`kube-stream-proxy listening on ${server.url}, upstream ${config.upstream.url.origin}\n`);
+  installShutdown(() => server.close());
+}
+
 /** Run the CLI; resolves with the exit code, or never for long-running servers. */
 export async function main(argv: string[]): Promise<number | void> {
   const [command, ...rest] = argv;
@@ -74,8 +160,7 @@ export async function main(argv: string[]): Promise<number | void> {
     case 'demo':
       return demoCommand(rest);
     case 'serve':
-      process.stderr.write('kube-stream-proxy serve: not available yet in this build\n');
-      return 2;
+      return serveCommand(rest);
     default:
       process.stderr.write(`kube-stream-proxy: unknown command "${command}"\n\n${USAGE}`);
       return 2;

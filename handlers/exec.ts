@@ -1,0 +1,8 @@
+/**
+ * `pods/exec` (GET and POST). Today: upgrade passthrough. With `TranslateStreamCloseWebsocketRequests`
+ * the WebSocket `v5.channel.k8s.io` translator will be tried first.
+ */
+import { podSubresourceRoutes } from './pod-subresource.js';
+
+/** Fastify plugin for `/api/v1/namespaces/:namespace/pods/:name/exec`. */
+export const execRoutes = podSubresourceRoutes('exec');

@@ -1,0 +1,27 @@
+/**
+ * What every route plugin needs from the server: the proxies, metrics and listener scheme.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { ClientInfo } from '../proxy/forwarded-headers.js';
+import type { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
+import type { FeatureGates } from '../src/feature-gate.js';
+import type { ProxyMetrics } from '../src/metrics.js';
+import type { Upstream } from '../src/upstream.js';
+
+/** Plugin options shared by every route family. */
+export interface HandlerDeps {
+  /** Upgrade passthrough (SPDY, WebSocket v1–v4, anything not translated). */
+  upgradeProxy: UpgradeAwareProxy;
+  /** Upstream for plain requests. */
+  upstream: Upstream;
+  metrics: ProxyMetrics;
+  /** Feature gates, for the translator and tunnel routes that branch on them. */
+  featureGates: FeatureGates;
+  /** Scheme of our listener, for `X-Forwarded-Proto`. */
+  proto: 'http' | 'https';
+}
+
+/** The client-side facts the forwarded headers need. */
+export function clientInfo(req: IncomingMessage, proto: 'http' | 'https'): ClientInfo {
+  return { remoteAddress: req.socket.remoteAddress, proto, host: req.headers.host };
+}

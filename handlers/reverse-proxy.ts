@@ -1,0 +1,122 @@
+/**
+ * The catch-all reverse proxy: every request no other route claims goes upstream with its status,
+ * headers and body streamed as they come (a watch arrives event by event), hop-by-hop headers removed
+ * both ways, `X-Forwarded-*` added, and a dial failure answered with 503 `error trying to reach
+ * service: …`. Upgrade requests here (watch over WebSocket, pods/proxy, …) use UpgradeAwareProxy.
+ * No redirects are followed: a 3xx is relayed like any other answer.
+ */
+import type { IncomingMessage } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  pairsFromRaw,
+  rawFromPairs,
+  setHeaders,
+  stripHopByHop,
+  withForwardedHeaders,
+  type HeaderPair,
+} from '../proxy/forwarded-headers.js';
+import { UpstreamUnreachableError, statusForError } from '../src/errors.js';
+import { errorStatus } from '../src/status.js';
+import { clientInfo, type HandlerDeps } from './handler-deps.js';
+import { leaveBodiesUnread } from './raw-body.js';
+import { sendStatus } from './status-reply.js';
+import { proxyUpgrade } from './upgrade.js';
+import { upgradeOf } from './upgrade-context.js';
+
+/**
+ * A pod streaming subresource reached through a path the dedicated routes did not match (trailing
+ * slash, doubled or encoded characters, unsupported method). Refused, so nothing reaches exec/attach/
+ * portforward without passing through those routes and their hooks.
+ */
+const POD_STREAM_PATH = /\/pods\/[^/]+\/(exec|attach|portforward)\/?$/i;
+
+function isDisguisedPodStream(url: string): boolean {
+  const path = url.split('?')[0] ?? '';
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    return true;
+  }
+  return POD_STREAM_PATH.test(decoded.replace(/\/{2,}/g, '/'));
+}
+
+/** Upstream request headers for a plain request: client's lines minus hop-by-hop, plus ours. */
+function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, auth: Record<string, string>): HeaderPair[] {
+  let pairs = stripHopByHop(pairsFromRaw(req.rawHeaders)).filter(([n]) => n.toLowerCase() !== 'host');
+  pairs = withForwardedHeaders(pairs, clientInfo(req, deps.proto));
+  pairs = setHeaders(pairs, auth);
+  return [['Host', deps.upstream.host], ...pairs];
+}
+
+async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: HandlerDeps): Promise<FastifyReply> {
+  const req = request.raw;
+  const auth = await deps.upstream.authHeaders();
+  const upstreamReq = deps.upstream.request({
+    method: req.method ?? 'GET',
+    path: deps.upstream.target(req.url ?? '/'),
+    headers: rawFromPairs(upstreamHeaders(req, deps, auth)),
+  });
+  const responded = new Promise<IncomingMessage>((resolve, reject) => {
+    upstreamReq.once('response', resolve);
+    upstreamReq.once('error', reject);
+  });
+  // Stream the body up as it arrives. Not pipeline(): an upstream failure must not destroy the
+  // client's request, whose connection still has to carry our 503.
+  req.pipe(upstreamReq);
+  const clientGone = (): void => {
+    if (!reply.raw.writableFinished) upstreamReq.destroy();
+  };
+  reply.raw.once('close', clientGone);
+  let upstreamRes: IncomingMessage;
+  try {
+    upstreamRes = await responded;
+  } catch (e) {
+    req.unpipe(upstreamReq);
+    if (reply.raw.destroyed) return reply.hijack();
+    return sendStatus(reply, new UpstreamUnreachableError(deps.upstream.url.origin, e).toStatus());
+  }
+  upstreamReq.on('error', () => {});
+  // Hijack to write the upstream's head ourselves: raw header lines (case, order and repeats kept)
+  // and flushed at once, so a watch client sees the head before the first event.
+  reply.hijack();
+  const res = reply.raw;
+  const headers = stripHopByHop(pairsFromRaw(upstreamRes.rawHeaders));
+  res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, rawFromPairs(headers));
+  res.flushHeaders();
+  try {
+    await pipeline(upstreamRes, res);
+  } catch (e) {
+    request.log.info({ err: e }, 'proxied response ended early');
+    res.destroy();
+  }
+  return reply;
+}
+
+/** Fastify plugin: the catch-all route. */
+export const reverseProxyRoutes: FastifyPluginAsync<HandlerDeps> = async (scope: FastifyInstance, deps: HandlerDeps) => {
+  leaveBodiesUnread(scope);
+  scope.all('/*', async (request, reply) => {
+    if (isDisguisedPodStream(request.raw.url ?? '/')) {
+      return sendStatus(
+        reply,
+        errorStatus(400, 'pods/exec, pods/attach and pods/portforward must be requested with GET or POST at /api/v1/namespaces/NAMESPACE/pods/NAME/SUBRESOURCE', 'BadRequest'),
+      );
+    }
+    const upgrade = upgradeOf(request.raw);
+    if (upgrade) {
+      await proxyUpgrade(request, reply, upgrade, deps, 'proxy');
+      return reply;
+    }
+    try {
+      return await proxyPlain(request, reply, deps);
+    } catch (e) {
+      if (reply.sent) {
+        reply.raw.destroy();
+        return reply;
+      }
+      return sendStatus(reply, statusForError(e));
+    }
+  });
+};

@@ -1,0 +1,234 @@
+/**
+ * UpgradeAwareProxy: the byte-passthrough path for SPDY and WebSocket upgrades, after apimachinery's
+ * `UpgradeAwareHandler.tryUpgrade`. It dials the upstream itself (HTTP/1.1 only), writes the request
+ * head plus any bytes the client already sent, reads the upstream's response head with every byte
+ * kept, and then either splices the two sockets (101), replays the upstream's error verbatim (≥ 400)
+ * or answers a Kubernetes Status. The client socket is already hijacked: every answer is raw bytes.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import {
+  InvalidUpgradeResponseError,
+  ProxyError,
+  UpgradeMismatchError,
+  UpstreamClosedError,
+  UpstreamTimeoutError,
+  statusForError,
+} from '../src/errors.js';
+import type { Upstream } from '../src/upstream.js';
+import {
+  pairsFromRaw,
+  requestHead,
+  setHeaders,
+  stripHopByHop,
+  withForwardedHeaders,
+  type ClientInfo,
+  type HeaderPair,
+} from './forwarded-headers.js';
+import { ResponseHeadParser, MAX_RESPONSE_HEAD_BYTES, type CompleteResponseHead } from './response-head.js';
+import { spliceSockets, type Splice } from './splice.js';
+import { closeAfterAnswer } from './close-after-answer.js';
+
+/**
+ * How long an upstream error response (≥ 400) may take to reach the client; apiserver sets the same
+ * 10 s read/write deadlines before echoing it.
+ */
+export const ERROR_RESPONSE_DEADLINE_MS = 10_000;
+
+/** The few settings the one caller needs (not Go's pile of booleans). */
+export interface UpgradeAwareProxyOptions {
+  /** Where to dial and how to authenticate. */
+  upstream: Upstream;
+  /** Per-direction limit on the upgraded connection, bytes per second; 0 = unlimited. */
+  maxBytesPerSec: number;
+  /** Deadline for dialling and receiving the complete response head, in milliseconds. */
+  responseTimeoutMs: number;
+  /** Cap on the upstream's response head; defaults to MAX_RESPONSE_HEAD_BYTES. */
+  maxResponseHeadBytes?: number;
+}
+
+/** What happened to one upgrade request. */
+export type UpgradeOutcome =
+  /** 101 relayed; the splice runs until either side ends. */
+  | { kind: 'upgraded'; statusCode: 101; splice: Splice }
+  /** The upstream's ≥ 400 answer was relayed byte for byte. */
+  | { kind: 'forwarded'; statusCode: number }
+  /** We answered a Status for this error. */
+  | { kind: 'error'; statusCode: number; error: unknown }
+  /** The client went away before there was anything to answer. */
+  | { kind: 'client-gone'; statusCode: 499 };
+
+/** Header lines of an upgrade request that are kept exactly as sent, even if `Connection` names them. */
+function isProtocolHeader(lowerName: string): boolean {
+  return lowerName === 'x-stream-protocol-version' || lowerName.startsWith('sec-websocket-');
+}
+
+/** Proxies one upgrade request at a time; one instance serves the whole server. */
+export class UpgradeAwareProxy {
+  readonly #options: UpgradeAwareProxyOptions;
+
+  constructor(options: UpgradeAwareProxyOptions) {
+    this.#options = options;
+  }
+
+  /**
+   * Proxy an upgrade request whose client socket the caller has hijacked. `head` holds the bytes
+   * Node read past the request head. Never throws: every failure is answered on `socket`.
+   */
+  async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo): Promise<UpgradeOutcome> {
+    // Leave later client bytes in the socket until the upstream has said 101; they are relayed then.
+    socket.pause();
+    const controller = new AbortController();
+    const onClientGone = (): void => controller.abort(new Error('client closed the connection'));
+    socket.once('close', onClientGone);
+    const timer = setTimeout(
+      () => controller.abort(new UpstreamTimeoutError(this.#options.responseTimeoutMs)),
+      this.#options.responseTimeoutMs,
+    );
+    let upstreamSocket: Socket | undefined;
+    try {
+      const upstream = this.#options.upstream;
+      const auth = await upstream.authHeaders();
+      const requestBytes = requestHead(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth));
+      upstreamSocket = await upstream.dial(controller.signal);
+      // Errors are also observed by the reader and the splice; this keeps a late reset from being uncaught.
+      upstreamSocket.on('error', () => {});
+      upstreamSocket.write(head.length > 0 ? Buffer.concat([requestBytes, head]) : requestBytes);
+      const response = await readResponseHead(upstreamSocket, controller.signal, this.#options.maxResponseHeadBytes);
+      clearTimeout(timer);
+      socket.off('close', onClientGone);
+      if (socket.destroyed) {
+        upstreamSocket.destroy();
+        return { kind: 'client-gone', statusCode: 499 };
+      }
+      return this.#answer(req, socket, upstreamSocket, response);
+    } catch (e) {
+      clearTimeout(timer);
+      socket.off('close', onClientGone);
+      upstreamSocket?.destroy();
+      if (socket.destroyed) return { kind: 'client-gone', statusCode: 499 };
+      const status = statusForError(e);
+      closeAfterAnswer(socket, status);
+      return { kind: 'error', statusCode: status.code ?? 500, error: e };
+    }
+  }
+
+  /** The request header lines for the upstream (see forwarded-headers.ts), Connection/Upgrade rebuilt. */
+  #headers(req: IncomingMessage, client: ClientInfo, auth: Record<string, string>): HeaderPair[] {
+    const received = pairsFromRaw(req.rawHeaders);
+    const upgradeLines = received.filter(([n]) => n.toLowerCase() === 'upgrade');
+    let pairs = stripHopByHop(received, isProtocolHeader).filter(([n]) => n.toLowerCase() !== 'host');
+    pairs = withForwardedHeaders(pairs, client);
+    pairs = setHeaders(pairs, auth);
+    return [['Host', this.#options.upstream.host], ...pairs, ['Connection', 'Upgrade'], ...upgradeLines];
+  }
+
+  #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Socket, response: CompleteResponseHead): UpgradeOutcome {
+    const { head } = response;
+    const raw = response.rest.length > 0 ? Buffer.concat([response.headBytes, response.rest]) : response.headBytes;
+    if (head.statusCode === 101) {
+      const requested = (req.headers.upgrade ?? '').split(',').map((t) => t.trim().toLowerCase()).filter((t) => t !== '');
+      const offered = head.headers.tokens('upgrade');
+      const connectionUpgrade = head.headers.tokens('connection').includes('upgrade');
+      if (!connectionUpgrade || !offered.some((p) => requested.includes(p))) {
+        upstreamSocket.destroy();
+        const error = new UpgradeMismatchError(requested.join(', '), connectionUpgrade ? offered.join(', ') : '(no Connection: upgrade)');
+        closeAfterAnswer(socket, error.toStatus());
+        return { kind: 'error', statusCode: 500, error };
+      }
+      socket.write(raw);
+      return { kind: 'upgraded', statusCode: 101, splice: spliceSockets(socket, upstreamSocket, { maxBytesPerSec: this.#options.maxBytesPerSec }) };
+    }
+    if (head.statusCode >= 400) {
+      relayErrorResponse(socket, upstreamSocket, raw, response, req.method === 'HEAD');
+      return { kind: 'forwarded', statusCode: head.statusCode };
+    }
+    upstreamSocket.destroy();
+    const error = new InvalidUpgradeResponseError(head.statusCode);
+    closeAfterAnswer(socket, error.toStatus());
+    return { kind: 'error', statusCode: 500, error };
+  }
+}
+
+/** Read from `socket` until the response head is complete; the socket is left paused. */
+function readResponseHead(socket: Socket, signal: AbortSignal, maxBytes = MAX_RESPONSE_HEAD_BYTES): Promise<CompleteResponseHead> {
+  return new Promise<CompleteResponseHead>((resolve, reject) => {
+    const parser = new ResponseHeadParser(maxBytes);
+    const cleanup = (): void => {
+      socket.pause();
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+      socket.off('close', onEnd);
+      socket.off('error', onError);
+      signal.removeEventListener('abort', onAbort);
+    };
+    const onData = (chunk: Buffer): void => {
+      try {
+        const done = parser.push(chunk);
+        if (done) {
+          cleanup();
+          resolve(done);
+        }
+      } catch (e) {
+        cleanup();
+        reject(e);
+      }
+    };
+    const onEnd = (): void => {
+      cleanup();
+      reject(new UpstreamClosedError(parser.bytesRead));
+    };
+    const onError = (err: Error): void => {
+      cleanup();
+      reject(new UpstreamClosedError(parser.bytesRead, err));
+    };
+    const onAbort = (): void => {
+      cleanup();
+      reject(signal.reason);
+    };
+    socket.on('data', onData);
+    socket.on('end', onEnd);
+    socket.on('close', onEnd);
+    socket.on('error', onError);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * Replay an upstream ≥ 400 answer byte for byte: the bytes already read, then the rest of the body
+ * (exactly Content-Length bytes when given, else until the upstream closes), within the deadline.
+ */
+function relayErrorResponse(client: Duplex, upstream: Socket, raw: Buffer, response: CompleteResponseHead, isHead: boolean): void {
+  const length = response.head.headers.get('content-length');
+  const chunked = response.head.headers.tokens('transfer-encoding').includes('chunked');
+  let remaining = isHead ? 0 : length !== undefined && !chunked && /^\d+$/.test(length) ? Number(length) - response.rest.length : Infinity;
+  const deadline = setTimeout(() => finish(), ERROR_RESPONSE_DEADLINE_MS);
+  deadline.unref();
+  let finished = false;
+  const finish = (): void => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(deadline);
+    upstream.off('data', onData);
+    upstream.destroy();
+    closeAfterAnswer(client);
+  };
+  const onData = (chunk: Buffer): void => {
+    const part = chunk.length > remaining ? chunk.subarray(0, remaining) : chunk;
+    remaining -= part.length;
+    if (!client.write(part)) {
+      upstream.pause();
+      client.once('drain', () => upstream.resume());
+    }
+    if (remaining <= 0) finish();
+  };
+  client.write(raw);
+  if (remaining <= 0) return finish();
+  upstream.on('data', onData);
+  upstream.once('end', finish);
+  upstream.once('close', finish);
+  upstream.on('error', finish);
+  upstream.resume();
+}

@@ -1,0 +1,195 @@
+/**
+ * The `serve` configuration: one typed object, validated once at start-up from the command-line
+ * flags. Every default is a named constant with the reason for its value.
+ */
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { ConfigError } from './errors.js';
+import { parseFeatureGates, type FeatureGates } from './feature-gate.js';
+import { parseHostPort, type HostPort } from './listen-address.js';
+import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './upstream.js';
+
+/** Default listen address: loopback, so plain HTTP without certificates is allowed out of the box. */
+export const DEFAULT_LISTEN = '127.0.0.1:6443';
+
+/**
+ * Default wait for the upstream's answer to an upgrade. kubectl's own dial timeout is 30 s
+ * (`kubectl proxy`, client-go `DialTimeout`); a kubelet that has not answered by then will not.
+ */
+export const DEFAULT_UPGRADE_RESPONSE_TIMEOUT = '30s';
+
+/** Default per-connection bandwidth: 0 = unlimited, as kube-apiserver's `--max-connection-bytes-per-sec`. */
+export const DEFAULT_MAX_CONNECTION_BYTES_PER_SEC = 0;
+
+/** Listener TLS material (PEM). */
+export interface ListenTls {
+  cert: Buffer;
+  key: Buffer;
+}
+
+/** The validated configuration `startServer` runs with. */
+export interface ProxyConfig {
+  /** Address to listen on; port 0 picks a free port. */
+  listen: HostPort;
+  /** HTTPS certificate and key; absent means plain HTTP, allowed only on loopback. */
+  tls?: ListenTls;
+  /** Where requests go and how to authenticate there. */
+  upstream: Upstream;
+  /** Per-direction byte rate of each upgraded connection; 0 = unlimited. */
+  maxConnectionBytesPerSec: number;
+  /** Kubernetes feature gates (`--feature-gates`). */
+  featureGates: FeatureGates;
+  /** How long to wait for the upstream's response head on an upgrade, in milliseconds. */
+  upgradeResponseTimeoutMs: number;
+}
+
+/** The `serve` flags as strings, exactly as given (camelCase of the flag names). */
+export interface ServeFlags {
+  listen?: string;
+  tlsCertFile?: string;
+  tlsPrivateKeyFile?: string;
+  upstream?: string;
+  upstreamCaFile?: string;
+  upstreamTokenFile?: string;
+  upstreamClientCertFile?: string;
+  upstreamClientKeyFile?: string;
+  kubeconfig?: string;
+  inCluster?: boolean;
+  maxConnectionBytesPerSec?: string;
+  featureGates?: string;
+  upgradeResponseTimeout?: string;
+}
+
+const DURATION_UNITS_MS: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  μs: 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+
+/** Parse a Go duration (`30s`, `1m30s`, `1.5h`, `250ms`, `0`) into milliseconds. */
+export function parseGoDuration(value: string): number {
+  const s = value.trim();
+  if (s === '0') return 0;
+  const re = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
+  let total = 0;
+  let at = 0;
+  if (s === '') throw new ConfigError(`invalid duration ""`);
+  while (at < s.length) {
+    re.lastIndex = at;
+    const m = re.exec(s);
+    if (!m) throw new ConfigError(`invalid duration ${JSON.stringify(value)}: want e.g. 30s, 1m, 1m30s`);
+    total += Number(m[1]) * (DURATION_UNITS_MS[m[2]!] ?? NaN);
+    at = re.lastIndex;
+  }
+  return total;
+}
+
+/** True for 127.0.0.0/8, ::1, ::ffff:127.x and `localhost`. */
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost') return true;
+  const v = isIP(host);
+  if (v === 4) return host.startsWith('127.');
+  if (v === 6) return host === '::1' || /^::ffff:127\./i.test(host) || /^0{0,4}(:0{0,4}){6}:0{0,3}1$/.test(host);
+  return false;
+}
+
+function readListenFile(flag: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new ConfigError(`${flag}: cannot read ${path}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+function parseListen(flags: ServeFlags): { listen: HostPort; tls?: ListenTls } {
+  let listen: HostPort;
+  try {
+    listen = parseHostPort(flags.listen ?? DEFAULT_LISTEN);
+  } catch (e) {
+    throw new ConfigError(`--listen: ${(e as Error).message}`, { cause: e });
+  }
+  const hasCert = flags.tlsCertFile !== undefined;
+  const hasKey = flags.tlsPrivateKeyFile !== undefined;
+  if (hasCert !== hasKey) throw new ConfigError('--tls-cert-file and --tls-private-key-file must be given together');
+  if (hasCert && hasKey) {
+    return {
+      listen,
+      tls: {
+        cert: readListenFile('--tls-cert-file', flags.tlsCertFile!),
+        key: readListenFile('--tls-private-key-file', flags.tlsPrivateKeyFile!),
+      },
+    };
+  }
+  if (!isLoopbackHost(listen.host)) {
+    throw new ConfigError(
+      `--listen ${flags.listen ?? DEFAULT_LISTEN}: plain HTTP is allowed only on a loopback address; ` +
+        'give --tls-cert-file and --tls-private-key-file to listen on other addresses',
+    );
+  }
+  return { listen };
+}
+
+async function parseUpstream(flags: ServeFlags): Promise<Upstream> {
+  const fileFlags = [flags.upstreamCaFile, flags.upstreamTokenFile, flags.upstreamClientCertFile, flags.upstreamClientKeyFile];
+  const sources = [flags.kubeconfig !== undefined, flags.inCluster === true].filter(Boolean).length;
+  if (sources > 1) throw new ConfigError('--kubeconfig and --in-cluster are mutually exclusive');
+  if (sources === 1) {
+    if (fileFlags.some((f) => f !== undefined)) {
+      throw new ConfigError('--upstream-ca-file, --upstream-token-file and --upstream-client-*-file cannot be combined with --kubeconfig or --in-cluster');
+    }
+    // Loaded on demand: importing client-node costs about 1.5 s of start-up on this machine class.
+    const { KubeConfig } = await import('@kubernetes/client-node');
+    const kc = new KubeConfig();
+    try {
+      if (flags.inCluster) kc.loadFromCluster();
+      else kc.loadFromFile(flags.kubeconfig!);
+    } catch (e) {
+      throw new ConfigError(`${flags.inCluster ? '--in-cluster' : '--kubeconfig'}: ${(e as Error).message}`, { cause: e });
+    }
+    return upstreamFromKubeConfig(kc, flags.upstream);
+  }
+  if (flags.upstream === undefined) throw new ConfigError('--upstream URL (or --kubeconfig / --in-cluster) is required');
+  return upstreamFromFiles({
+    url: flags.upstream,
+    caFile: flags.upstreamCaFile,
+    tokenFile: flags.upstreamTokenFile,
+    clientCertFile: flags.upstreamClientCertFile,
+    clientKeyFile: flags.upstreamClientKeyFile,
+  });
+}
+
+/** Validate the flags and load every file they name. Throws ConfigError with the offending flag. */
+export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
+  const { listen, tls } = parseListen(flags);
+
+  const bpsText = flags.maxConnectionBytesPerSec ?? String(DEFAULT_MAX_CONNECTION_BYTES_PER_SEC);
+  if (!/^\d+$/.test(bpsText.trim()) || !Number.isSafeInteger(Number(bpsText))) {
+    throw new ConfigError(`--max-connection-bytes-per-sec: want a non-negative integer, got ${JSON.stringify(bpsText)}`);
+  }
+
+  const featureGates = parseFeatureGates(flags.featureGates);
+
+  let upgradeResponseTimeoutMs: number;
+  try {
+    upgradeResponseTimeoutMs = parseGoDuration(flags.upgradeResponseTimeout ?? DEFAULT_UPGRADE_RESPONSE_TIMEOUT);
+  } catch (e) {
+    throw new ConfigError(`--upgrade-response-timeout: ${(e as Error).message}`, { cause: e });
+  }
+  if (!(upgradeResponseTimeoutMs > 0)) throw new ConfigError('--upgrade-response-timeout: must be greater than 0');
+
+  const upstream = await parseUpstream(flags);
+  const config: ProxyConfig = {
+    listen,
+    upstream,
+    maxConnectionBytesPerSec: Number(bpsText),
+    featureGates,
+    upgradeResponseTimeoutMs,
+  };
+  if (tls) config.tls = tls;
+  return config;
+}

@@ -1,0 +1,145 @@
+/**
+ * The front proxy server: one Fastify app on one listener (HTTPS, or plain HTTP on loopback) serving
+ * pods/{exec,attach,portforward}, the catch-all reverse proxy, health endpoints and `/metrics`.
+ *
+ * Node hands upgrade requests to `server.on('upgrade')`, outside Fastify's router. Like
+ * fastify-websocket, we route them through `app.routing(req, res)` with a ServerResponse bound to the
+ * socket, so the same onRequest hooks (logging, metrics, later authorization) run for upgrades as for
+ * plain requests, and the route handler hijacks the reply before touching the socket.
+ */
+import { createServer as createHttpServer, ServerResponse, type IncomingMessage, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { Registry } from 'prom-client';
+import { attachRoutes } from '../handlers/attach.js';
+import { execRoutes } from '../handlers/exec.js';
+import type { HandlerDeps } from '../handlers/handler-deps.js';
+import { healthRoutes, HEALTH_PATHS } from '../handlers/health.js';
+import { portforwardRoutes } from '../handlers/portforward.js';
+import { reverseProxyRoutes } from '../handlers/reverse-proxy.js';
+import { rememberUpgrade } from '../handlers/upgrade-context.js';
+import { closeAfterAnswer } from '../proxy/close-after-answer.js';
+import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
+import type { ProxyConfig } from './config.js';
+import { createMetrics, type HandlerLabel } from './metrics.js';
+
+/**
+ * Longest pod name (a DNS-1123 subdomain, 253 characters). Fastify's default `maxParamLength` is 100;
+ * a longer name would miss the exec routes and fall through to the catch-all.
+ */
+export const MAX_PARAM_LENGTH = 253;
+
+/** Extra knobs for embedding (tests, `demo`). */
+export interface ServerOptions {
+  /** Registry for `/metrics`; a fresh one by default. */
+  registry?: Registry;
+  /** Fastify logger setting; off by default (the CLI turns it on). */
+  logger?: FastifyServerOptions['logger'];
+  /** Called with the app before routes are added, e.g. to add hooks. */
+  configure?: (app: FastifyInstance) => void | Promise<void>;
+}
+
+/** A running proxy. */
+export interface RunningServer {
+  /** `https://host:port` or `http://host:port`, with the real port. */
+  url: string;
+  app: FastifyInstance;
+  /** Stop listening, close connections and drop upstream pools. */
+  close(): Promise<void>;
+}
+
+function handlerOf(url: string | undefined): HandlerLabel {
+  const path = (url ?? '').split('?')[0] ?? '';
+  const m = /\/pods\/[^/]+\/(exec|attach|portforward)$/.exec(path);
+  if (m) return m[1] as HandlerLabel;
+  if (path === '/metrics') return 'metrics';
+  if (HEALTH_PATHS.includes(path)) return 'health';
+  return 'proxy';
+}
+
+/** Build the app (routes, hooks, upgrade routing) without listening. */
+export async function buildServer(config: ProxyConfig, options: ServerOptions = {}): Promise<FastifyInstance> {
+  const registry = options.registry ?? new Registry();
+  const metrics = createMetrics(registry);
+  let ready = true;
+  const app = Fastify({
+    logger: options.logger ?? false,
+    // Upgraded connections and watches are long-running: no request or connection timeouts here.
+    requestTimeout: 0,
+    connectionTimeout: 0,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    serverFactory: (handler) => {
+      const server = config.tls
+        ? createHttpsServer({ cert: config.tls.cert, key: config.tls.key }, handler)
+        : createHttpServer(handler);
+      // https.Server is a tls.Server, not an http.Server, but offers the same events Fastify uses.
+      return server as unknown as Server;
+    },
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    // Hijacked upgrade replies never finish; their outcome is counted by the upgrade handler.
+    metrics.incHttpRequest(handlerOf(request.raw.url), reply.statusCode);
+  });
+  // Upgrade sockets leave the HTTP server's bookkeeping but still hold the listener open.
+  const upgradeSockets = new Set<Duplex>();
+  app.addHook('preClose', async () => {
+    ready = false;
+    for (const socket of upgradeSockets) socket.destroy();
+    // Streams in flight (watches) would hold close() open as well.
+    (app.server as Server).closeAllConnections?.();
+  });
+  app.addHook('onClose', async () => {
+    config.upstream.close();
+  });
+  if (options.configure) await options.configure(app);
+
+  const deps: HandlerDeps = {
+    upgradeProxy: new UpgradeAwareProxy({
+      upstream: config.upstream,
+      maxBytesPerSec: config.maxConnectionBytesPerSec,
+      responseTimeoutMs: config.upgradeResponseTimeoutMs,
+    }),
+    upstream: config.upstream,
+    metrics,
+    featureGates: config.featureGates,
+    proto: config.tls ? 'https' : 'http',
+  };
+  await app.register(healthRoutes, { registry, ready: () => ready });
+  await app.register(execRoutes, deps);
+  await app.register(attachRoutes, deps);
+  await app.register(portforwardRoutes, deps);
+  await app.register(reverseProxyRoutes, deps);
+
+  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // Node removed its own listeners from the socket; without one, a reset would be uncaught.
+    socket.on('error', (err) => app.log.debug({ err }, 'client socket error'));
+    upgradeSockets.add(socket);
+    socket.once('close', () => upgradeSockets.delete(socket));
+    rememberUpgrade(req, { socket, head });
+    const res = new ServerResponse(req);
+    res.assignSocket(socket as Socket);
+    // If a hook or handler answers through Fastify instead of hijacking, close after that answer.
+    res.once('finish', () => closeAfterAnswer(socket));
+    app.routing(req, res);
+  });
+  return app;
+}
+
+/** Build and listen. Resolves once the listener is bound. */
+export async function startServer(config: ProxyConfig, options: ServerOptions = {}): Promise<RunningServer> {
+  const app = await buildServer(config, options);
+  await app.listen({ host: config.listen.host, port: config.listen.port });
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `${config.tls ? 'https' : 'http'}://${host}:${address.port}`;
+  return {
+    url,
+    app,
+    close: async () => {
+      await app.close();
+    },
+  };
+}

@@ -1,0 +1,245 @@
+/**
+ * The upstream kube-apiserver (or kubelet): where it is, how to trust it and how to authenticate to it.
+ * One `Upstream` serves both paths: the reverse proxy (`request()`, pooled keep-alive connections)
+ * and the upgrade proxy (`dial()`, one fresh HTTP/1.1 connection per upgrade).
+ */
+import { readFileSync } from 'node:fs';
+import { request as httpRequest, Agent as HttpAgent, type ClientRequest, type RequestOptions } from 'node:http';
+import { request as httpsRequest, Agent as HttpsAgent } from 'node:https';
+import { connect as netConnect, isIP, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ConfigError, UpstreamUnreachableError } from './errors.js';
+
+/**
+ * How often a bearer token file is re-read. Bound service-account tokens rotate (the kubelet refreshes
+ * them at 80 % of their lifetime); client-go's cached file token source re-reads once a minute too.
+ */
+export const TOKEN_FILE_REFRESH_MS = 60_000;
+
+/**
+ * ALPN offered on TLS upgrade dials: HTTP/1.1 only. An HTTP/2 connection cannot carry a 101, which is
+ * why apimachinery's `DialURL` forces the same (headlamp#4375 is the bug when it is not).
+ */
+export const UPGRADE_ALPN_PROTOCOLS: readonly string[] = ['http/1.1'];
+
+/** TLS trust and client identity used toward an https upstream. */
+export interface UpstreamTls {
+  /** PEM CA bundle; when absent, Node's default roots. */
+  ca?: Buffer;
+  /** PEM client certificate (with `key`). */
+  cert?: Buffer;
+  /** PEM client key (with `cert`). */
+  key?: Buffer;
+  /** False only when a kubeconfig says `insecure-skip-tls-verify`. */
+  rejectUnauthorized: boolean;
+  /** SNI/verification name override (kubeconfig `tls-server-name`). */
+  servername?: string;
+}
+
+/** Produces the headers that authenticate each upstream request (`Authorization`, `Impersonate-User`). */
+export type AuthHeaderSource = () => Promise<Record<string, string>>;
+
+/** An upstream server and the credentials to reach it. */
+export class Upstream {
+  /** `http:` or `https:` base URL; its path is prepended to every request path. */
+  readonly url: URL;
+  /** TLS settings; undefined for an `http:` upstream. */
+  readonly tls: UpstreamTls | undefined;
+  readonly #authHeaders: AuthHeaderSource;
+  readonly #agent: HttpAgent;
+
+  constructor(url: URL, tls: UpstreamTls | undefined, authHeaders: AuthHeaderSource = async () => ({})) {
+    this.url = url;
+    this.tls = url.protocol === 'https:' ? (tls ?? { rejectUnauthorized: true }) : undefined;
+    this.#authHeaders = authHeaders;
+    this.#agent = this.tls
+      ? new HttpsAgent({ keepAlive: true, ...this.tls })
+      : new HttpAgent({ keepAlive: true });
+  }
+
+  /** Host name without IPv6 brackets. */
+  get hostname(): string {
+    return this.url.hostname.replace(/^\[(.*)\]$/, '$1');
+  }
+
+  /** Port, defaulted from the scheme. */
+  get port(): number {
+    return this.url.port !== '' ? Number(this.url.port) : this.url.protocol === 'https:' ? 443 : 80;
+  }
+
+  /** The `Host` header value for upstream requests. */
+  get host(): string {
+    return this.url.host;
+  }
+
+  /** Headers to add to every upstream request (may re-read a token file or run an exec plugin). */
+  authHeaders(): Promise<Record<string, string>> {
+    return this.#authHeaders();
+  }
+
+  /** The request-target for an incoming `path?query`: the upstream's path prefix joined in front. */
+  target(requestUrl: string): string {
+    const prefix = this.url.pathname.replace(/\/+$/, '');
+    return prefix + (requestUrl.startsWith('/') ? requestUrl : `/${requestUrl}`);
+  }
+
+  /**
+   * Open one new connection for an upgrade (TLS with ALPN `http/1.1` only). Resolves once connected
+   * (and the TLS handshake is done); rejects with UpstreamUnreachableError.
+   */
+  dial(signal?: AbortSignal): Promise<Socket> {
+    return new Promise<Socket>((resolve, reject) => {
+      const host = this.hostname;
+      const socket: Socket = this.tls
+        ? tlsConnect({
+            host,
+            port: this.port,
+            ALPNProtocols: [...UPGRADE_ALPN_PROTOCOLS],
+            ...(this.tls.servername !== undefined ? { servername: this.tls.servername } : isIP(host) ? {} : { servername: host }),
+            ...(this.tls.ca ? { ca: this.tls.ca } : {}),
+            ...(this.tls.cert ? { cert: this.tls.cert } : {}),
+            ...(this.tls.key ? { key: this.tls.key } : {}),
+            rejectUnauthorized: this.tls.rejectUnauthorized,
+          })
+        : netConnect({ host, port: this.port });
+      const connectedEvent = this.tls ? 'secureConnect' : 'connect';
+      const onAbort = (): void => {
+        socket.destroy();
+        // The caller's reason (e.g. its response timeout) is the error, as fetch() does it.
+        reject(signal?.reason ?? new Error('aborted'));
+      };
+      const onError = (err: Error): void => {
+        signal?.removeEventListener('abort', onAbort);
+        reject(new UpstreamUnreachableError(this.url.origin, new Error(`error dialing backend: ${err.message}`)));
+      };
+      socket.once('error', onError);
+      socket.once(connectedEvent, () => {
+        socket.off('error', onError);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(socket);
+      });
+      if (signal?.aborted) onAbort();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Start a plain (non-upgrade) request on the pooled agent. The caller writes the body and ends it. */
+  request(options: Pick<RequestOptions, 'method' | 'path' | 'headers'>): ClientRequest {
+    const base: RequestOptions = {
+      ...options,
+      host: this.hostname,
+      port: this.port,
+      agent: this.#agent,
+    };
+    return this.tls ? httpsRequest(base) : httpRequest(base);
+  }
+
+  /** Drop pooled connections (server shutdown). */
+  close(): void {
+    this.#agent.destroy();
+  }
+}
+
+/** Flag values describing an upstream given by URL and files. */
+export interface UpstreamFileOptions {
+  url: string;
+  caFile?: string;
+  tokenFile?: string;
+  clientCertFile?: string;
+  clientKeyFile?: string;
+}
+
+function readFlagFile(flag: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new ConfigError(`${flag}: cannot read ${path}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+/** Parse and check an upstream URL (http or https, no query or fragment). */
+export function parseUpstreamUrl(value: string, flag = '--upstream'): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${flag}: invalid URL ${JSON.stringify(value)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`${flag}: scheme must be http or https, got ${JSON.stringify(url.protocol)}`);
+  }
+  if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw new ConfigError(`${flag}: must not carry a query, fragment or user info`);
+  }
+  return url;
+}
+
+/** A bearer token read from a file and re-read every TOKEN_FILE_REFRESH_MS. */
+function tokenFileSource(path: string): AuthHeaderSource {
+  let token = readFlagFile('--upstream-token-file', path).toString('utf8').trim();
+  if (token === '') throw new ConfigError(`--upstream-token-file: ${path} is empty`);
+  let readAt = Date.now();
+  return async () => {
+    if (Date.now() - readAt >= TOKEN_FILE_REFRESH_MS) {
+      try {
+        const fresh = readFileSync(path, 'utf8').trim();
+        if (fresh !== '') token = fresh;
+      } catch {
+        // Keep the last good token; the file may be mid-rotation.
+      }
+      readAt = Date.now();
+    }
+    return { Authorization: `Bearer ${token}` };
+  };
+}
+
+/** Build an Upstream from `--upstream` and the `--upstream-*` file flags. */
+export function upstreamFromFiles(o: UpstreamFileOptions): Upstream {
+  const url = parseUpstreamUrl(o.url);
+  if ((o.clientCertFile === undefined) !== (o.clientKeyFile === undefined)) {
+    throw new ConfigError('--upstream-client-cert-file and --upstream-client-key-file must be given together');
+  }
+  const wantsTls = o.caFile !== undefined || o.clientCertFile !== undefined;
+  if (wantsTls && url.protocol !== 'https:') {
+    throw new ConfigError('--upstream-ca-file and --upstream-client-*-file need an https --upstream');
+  }
+  const tls: UpstreamTls = { rejectUnauthorized: true };
+  if (o.caFile !== undefined) tls.ca = readFlagFile('--upstream-ca-file', o.caFile);
+  if (o.clientCertFile !== undefined && o.clientKeyFile !== undefined) {
+    tls.cert = readFlagFile('--upstream-client-cert-file', o.clientCertFile);
+    tls.key = readFlagFile('--upstream-client-key-file', o.clientKeyFile);
+  }
+  const auth = o.tokenFile !== undefined ? tokenFileSource(o.tokenFile) : undefined;
+  return new Upstream(url, tls, auth);
+}
+
+/**
+ * Build an Upstream from a loaded KubeConfig (a file or in-cluster): its current cluster's server,
+ * CA, `insecure-skip-tls-verify`, `tls-server-name`, the user's client certificate, and per-request
+ * auth headers from client-node's authenticators (token, token file, exec plugins, impersonation).
+ */
+export async function upstreamFromKubeConfig(kc: KubeConfig, overrideUrl?: string): Promise<Upstream> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new ConfigError('kubeconfig: no current cluster');
+  const url = parseUpstreamUrl(overrideUrl ?? cluster.server, overrideUrl ? '--upstream' : 'kubeconfig server');
+  const opts: { ca?: unknown; cert?: unknown; key?: unknown; rejectUnauthorized?: boolean; servername?: string; headers?: Record<string, unknown> } = {};
+  try {
+    await kc.applyToHTTPSOptions(opts as Parameters<KubeConfig['applyToHTTPSOptions']>[0]);
+  } catch (e) {
+    throw new ConfigError(`kubeconfig: ${(e as Error).message}`, { cause: e });
+  }
+  const tls: UpstreamTls = { rejectUnauthorized: opts.rejectUnauthorized !== false };
+  if (Buffer.isBuffer(opts.ca)) tls.ca = opts.ca;
+  if (Buffer.isBuffer(opts.cert)) tls.cert = opts.cert;
+  if (Buffer.isBuffer(opts.key)) tls.key = opts.key;
+  if (opts.servername !== undefined) tls.servername = opts.servername;
+  const auth: AuthHeaderSource = async () => {
+    const fresh: { headers: Record<string, unknown> } = { headers: {} };
+    await kc.applyToHTTPSOptions(fresh as Parameters<KubeConfig['applyToHTTPSOptions']>[0]);
+    const out: Record<string, string> = {};
+    for (const [k, v] of Object.entries(fresh.headers)) if (v !== undefined) out[k] = String(v);
+    return out;
+  };
+  return new Upstream(url, tls, auth);
+}
