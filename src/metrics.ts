@@ -24,6 +24,16 @@ export interface ProxyMetrics {
   addUpgradedConnections(handler: HandlerLabel, delta: 1 | -1): void;
   /** Bytes copied on upgraded connections, per direction. */
   addUpgradedBytes(direction: 'to_upstream' | 'to_client', bytes: number): void;
+  /**
+   * `apiserver_stream_translator_requests_total{code}` (kube-apiserver semantics): `200` success,
+   * including a non-zero exit; the upstream's Status code; `400` client WebSocket setup failed; `500`.
+   */
+  incStreamTranslatorRequest(code: number): void;
+  /**
+   * `apiserver_stream_tunnel_requests_total{code}` (kube-apiserver semantics): `101` success, `400` no
+   * tunneling protocol offered, `500` bad upstream 101 or failed WebSocket upgrade, else upstream's code.
+   */
+  incStreamTunnelRequest(code: number): void;
 }
 
 /** Register the metrics on `registry` (plus Node's process metrics) and return their operations. */
@@ -53,7 +63,23 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
     labelNames: ['direction'] as const,
     registers: [registry],
   });
+  // kube-apiserver's names (subsystem `apiserver`, `pkg/util/proxy/metrics/metrics.go`), so existing
+  // dashboards and alerts work unchanged.
+  const translatorRequests = new Counter({
+    name: 'apiserver_stream_translator_requests_total',
+    help: 'Total number of requests that were handled by the StreamTranslatorProxy, which processes streaming RemoteCommand/V5',
+    labelNames: ['code'] as const,
+    registers: [registry],
+  });
+  const tunnelRequests = new Counter({
+    name: 'apiserver_stream_tunnel_requests_total',
+    help: 'Total number of requests that were handled by the StreamTunnelProxy, which processes streaming PortForward/V2',
+    labelNames: ['code'] as const,
+    registers: [registry],
+  });
   return {
+    incStreamTranslatorRequest: (code) => translatorRequests.inc({ code: String(code) }),
+    incStreamTunnelRequest: (code) => tunnelRequests.inc({ code: String(code) }),
     incHttpRequest: (handler, code) => httpRequests.inc({ handler, code: String(code) }),
     incUpgradeRequest: (handler, code) => upgradeRequests.inc({ handler, code: String(code) }),
     addUpgradedConnections: (handler, delta) => upgraded.inc({ handler }, delta),
