@@ -22,7 +22,7 @@ Usage:
 Commands:
   serve         Run the proxy in front of a kube-apiserver or kubelet.
   dev-cluster   Run the embedded development cluster. WARNING: it runs local commands.
-  demo          Run the dev cluster on loopback, write a kubeconfig and print a kubectl line to try.
+  demo          Run the dev cluster and the proxy on loopback, write a kubeconfig, print a kubectl line.
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
 `;
@@ -49,7 +49,10 @@ Flags:
   -h, --help              Show this help.
 `;
 
-const DEMO_USAGE = `kube-stream-proxy demo: start the dev cluster on loopback, write a kubeconfig, print a line to try.
+const DEMO_USAGE = `kube-stream-proxy demo: the dev cluster and the proxy in front of it, on loopback.
+
+Starts the embedded dev cluster (a SPDY-only kubelet look-alike), starts the proxy with the dev
+cluster as its upstream, writes a kubeconfig that points kubectl at the PROXY, and prints a line to try.
 
 WARNING: the dev cluster runs real local processes as the current user.
 
@@ -57,9 +60,11 @@ Usage:
   kube-stream-proxy demo [flags]
 
 Flags:
-  --listen HOST:PORT      Dev cluster address (default 127.0.0.1:6444; loopback).
-  --kubeconfig PATH       Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig).
-  -h, --help              Show this help.
+  --listen HOST:PORT              Proxy address (default 127.0.0.1:6443; loopback).
+  --dev-cluster-listen HOST:PORT  Dev cluster address (default 127.0.0.1:0: a free port).
+  --feature-gates A=true,B=false  Proxy feature gates (as for serve).
+  --kubeconfig PATH               Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig).
+  -h, --help                      Show this help.
 `;
 
 const SERVE_USAGE = `kube-stream-proxy serve: the front proxy. pods/{exec,attach,portforward} upgrades are relayed to
@@ -199,7 +204,9 @@ async function demoCommand(argv: string[]): Promise<number | void> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      listen: { type: 'string', default: '127.0.0.1:6444' },
+      listen: { type: 'string', default: '127.0.0.1:6443' },
+      'dev-cluster-listen': { type: 'string', default: '127.0.0.1:0' },
+      'feature-gates': { type: 'string' },
       kubeconfig: { type: 'string', default: '.kube-stream-proxy/kubeconfig' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -209,16 +216,35 @@ async function demoCommand(argv: string[]): Promise<number | void> {
     process.stdout.write(DEMO_USAGE);
     return 0;
   }
-  const { host, port } = parseHostPort(values.listen);
+  const { host, port } = parseHostPort(values['dev-cluster-listen']);
   const cluster = await startDevCluster({ host, port });
+  let server;
+  try {
+    const config = await resolveConfig({
+      listen: values.listen,
+      upstream: cluster.url,
+      featureGates: values['feature-gates'],
+    });
+    server = await startServer(config, { logger: { level: 'info' } });
+  } catch (e) {
+    await cluster.close();
+    if (!(e instanceof ConfigError)) throw e;
+    process.stderr.write(`kube-stream-proxy demo: ${e.message}\n`);
+    return 2;
+  }
   const kubeconfig = resolve(values.kubeconfig);
-  writeKubeconfig(kubeconfig, { server: cluster.url, name: 'kube-stream-proxy-demo' });
+  writeKubeconfig(kubeconfig, { server: server.url, name: 'kube-stream-proxy-demo' });
+  const proxy = server;
   process.stdout.write(
     `dev cluster listening on ${cluster.url} (it runs local commands; loopback only)\n` +
+      `kube-stream-proxy listening on ${proxy.url}, upstream ${cluster.url}\n` +
       `kubeconfig written to ${kubeconfig}\n` +
       `try:\n  KUBECONFIG=${kubeconfig} kubectl exec -it demo -- sh\n`,
   );
-  installShutdown(() => cluster.close());
+  installShutdown(async () => {
+    await proxy.close();
+    await cluster.close();
+  });
 }
 
 function installShutdown(close: () => Promise<void>): void {
