@@ -178,14 +178,27 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   }
 
   /**
-   * Sends GOAWAY, then ends the socket once everything queued is written (never destroys it: the
-   * peer closes). Resolves when our side is flushed and ended, or the socket is closed.
+   * Graceful close: waits until every stream whose writable side was ended has handed all its DATA
+   * (and FIN) to the socket, then sends GOAWAY and ends the socket once everything queued is written
+   * (never destroys it: the peer closes). Without the wait, GOAWAY and the socket's FIN would overtake
+   * DATA still buffered in a stream (up to its highWaterMark) and the peer would lose the tail of
+   * stdout. Resolves when our side is flushed and ended, or the socket is closed.
    */
-  close(): Promise<void> {
-    this.goAway(GoAwayStatus.OK);
+  async close(): Promise<void> {
     this.closing = true;
     this.stopPinging(new Error('SPDY connection closing'));
-    if (this.isClosed || this.socket.destroyed) return Promise.resolve();
+    const flushing = [...this.streams.values()].filter((s) => s.writableEnded && !s.writableFinished && !s.destroyed);
+    await Promise.all(
+      flushing.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            s.once('finish', resolve);
+            s.once('close', resolve);
+          }),
+      ),
+    );
+    this.goAway(GoAwayStatus.OK);
+    if (this.isClosed || this.socket.destroyed) return;
     return new Promise<void>((resolve) => {
       if (this.socket.writableFinished) return resolve();
       this.socket.once('finish', () => resolve());

@@ -163,6 +163,21 @@ describe('SpdyConnection over loopback TCP', { timeout: 20_000 }, () => {
     expect(await digest(c)).toEqual({ bytes: big.length, sha256: sha(big) });
   });
 
+  it('close() right after end() waits for the stream\'s buffered DATA (no truncated stdout)', async () => {
+    const { client, server } = await setup();
+    const big = randomBytes(16 * 1024 * 1024);
+    server.on('stream', (s: SpdyStream) => {
+      s.reply();
+      // 1 MiB writes queue up inside the stream (its highWaterMark) while the socket is full.
+      for (let off = 0; off < big.length; off += 1024 * 1024) s.write(big.subarray(off, off + 1024 * 1024));
+      s.end();
+      void server.close(); // no waiting for 'finish': close() itself must not overtake the DATA
+    });
+    const c = await client.openStream({ streamtype: 'stdout' });
+    c.end();
+    expect(await digest(c)).toEqual({ bytes: big.length, sha256: sha(big) });
+  });
+
   it('200 concurrent streams', async () => {
     const { client, server } = await setup();
     server.on('stream', (s: SpdyStream) => {
