@@ -1,0 +1,57 @@
+/**
+ * `npm run bench` entry point: node dist/bench/run.js [--quick] [--runs N] [--bytes N] [--write]
+ *   --quick   50 MB, 1 run (what the test uses)
+ *   --write   also (over)write docs/benchmarks.md with the table, machine, date and command line
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { FULL, QUICK, runBenchmarks } from './harness.js';
+import { machineInfo } from './machine.js';
+import { markdownReport, textTable } from './report.js';
+
+/** The repository root: the nearest folder up from here whose package.json is this project's. */
+function repoRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const pkg = join(dir, 'package.json');
+    if (existsSync(pkg) && (JSON.parse(readFileSync(pkg, 'utf8')) as { name?: string }).name === 'kube-stream-proxy') return dir;
+    const up = dirname(dir);
+    if (up === dir) throw new Error('bench: could not find the kube-stream-proxy package.json above ' + fileURLToPath(import.meta.url));
+    dir = up;
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      write: { type: 'boolean', default: false },
+      runs: { type: 'string' },
+      bytes: { type: 'string' },
+    },
+    strict: true,
+  });
+  const preset = values.quick ? QUICK : FULL;
+  const runs = values.runs ? Number(values.runs) : preset.runs;
+  const bytes = values.bytes ? Number(values.bytes) : preset.bytes;
+  if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, got ${values.runs}`);
+  if (!Number.isInteger(bytes) || bytes < 1) throw new Error(`--bytes must be a positive integer, got ${values.bytes}`);
+  const machine = machineInfo();
+  console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}`);
+  console.log(`transfers of ${bytes / 1e6} MB, ${runs} run(s) per row\n`);
+  const rows = await runBenchmarks({ bytes, runs, log: (l) => console.log(l) });
+  console.log('\n' + textTable(rows));
+  if (values.write) {
+    const commandLine = ['node', 'dist/bench/run.js', ...process.argv.slice(2)].join(' ');
+    const out = resolve(repoRoot(), 'docs', 'benchmarks.md');
+    writeFileSync(out, markdownReport(rows, machine, commandLine, new Date()));
+    console.log(`\nwrote ${out}`);
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.stack ?? err.message : err);
+  process.exitCode = 1;
+});
