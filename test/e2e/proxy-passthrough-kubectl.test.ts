@@ -1,0 +1,146 @@
+/**
+ * Front proxy acceptance (passthrough): kubectl → proxy → dev cluster. The whole SPDY matrix runs
+ * through the proxy's UpgradeAwareProxy, and every streaming test checks that the proxy really
+ * relayed an upgrade (its 101 counter rose). Translation and tunnelling are switched off here
+ * (feature gates), so client-node's WebSocket exec is passed through as v4 as well.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough, Writable } from 'node:stream';
+import { Exec, KubeConfig, type V1Status } from '@kubernetes/client-node';
+import type { WebSocket } from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../src/config.js';
+import { startDevCluster, type DevCluster } from '../../src/devcluster/dev-cluster.js';
+import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { startServer, type RunningServer } from '../../src/server.js';
+import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
+import { scrapeCounter } from '../helpers/metrics.js';
+import { describeSpdyKubectlMatrix } from './spdy-kubectl-matrix.js';
+
+const PASSTHROUGH_ONLY = 'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false';
+const UPGRADES = 'kube_stream_proxy_upgrade_requests_total';
+
+/** Dev cluster plus the proxy in front of it, passthrough only. */
+async function startProxied(podsDir?: string): Promise<{ cluster: DevCluster; proxy: RunningServer; close(): Promise<void> }> {
+  const cluster = await startDevCluster({ dataDir: podsDir });
+  const proxy = await startServer(
+    await resolveConfig({ listen: '127.0.0.1:0', upstream: cluster.url, featureGates: PASSTHROUGH_ONLY }),
+  );
+  return {
+    cluster,
+    proxy,
+    close: async () => {
+      await proxy.close();
+      await cluster.close();
+    },
+  };
+}
+
+describeSpdyKubectlMatrix('kubectl → proxy (passthrough) → dev cluster', async (podsDir) => {
+  const { proxy, close } = await startProxied(podsDir);
+  return {
+    url: proxy.url,
+    streamingUpgrades: () => scrapeCounter(proxy.url, UPGRADES, { code: '101' }),
+    close,
+  };
+});
+
+const skipReason = kubectlE2eSkipReason();
+
+describe.skipIf(skipReason !== undefined)('proxy: plain API requests and client-node through the passthrough', () => {
+  let work: string;
+  let env: Awaited<ReturnType<typeof startProxied>>;
+  let kubeconfig: string;
+  let kc: KubeConfig;
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), 'ksp-e2e-proxy-'));
+    env = await startProxied();
+    kubeconfig = join(work, 'kubeconfig');
+    writeKubeconfig(kubeconfig, { server: env.proxy.url, name: 'proxy' });
+    // client-node refuses plain http unless skipTLSVerify is set (the proxy listens on loopback http).
+    kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'proxy', server: env.proxy.url, skipTLSVerify: true }],
+      users: [{ name: 'proxy' }],
+      contexts: [{ name: 'proxy', cluster: 'proxy', user: 'proxy' }],
+      currentContext: 'proxy',
+    });
+  });
+  afterAll(async () => {
+    await env?.close();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('kubectl get pods lists demo through the proxy', async () => {
+    const r = await runKubectl(findKubectl('1.33'), ['get', 'pods', '-o', 'name'], { kubeconfig, timeoutMs: 30_000 });
+    expect(r.code, summary(r)).toBe(0);
+    expect(r.stdout.toString()).toBe('pod/demo\n');
+  });
+
+  it('kubectl get pods -w receives an event while the watch is open', async () => {
+    const watch = startKubectl(findKubectl('1.33'), ['get', 'pods', '-w', '-o', 'name'], { kubeconfig });
+    try {
+      await watch.waitForOutput(/pod\/demo/, 30_000);
+      // Create a pod at the upstream (not through the proxy): the event must stream through the open watch.
+      const created = await fetch(`${env.cluster.url}/api/v1/namespaces/default/pods`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'watched' },
+          spec: { containers: [{ name: 'main', image: 'local' }] },
+        }),
+      });
+      expect(created.status).toBe(201);
+      await watch.waitForOutput(/pod\/watched/, 30_000);
+    } finally {
+      await watch.stop('SIGINT', 10_000);
+    }
+  });
+
+  it('client-node Exec over WebSocket v4 is passed through unchanged: stdout, stderr, exit status', async () => {
+    const before = await scrapeCounter(env.proxy.url, UPGRADES, { handler: 'exec', code: '101' });
+    const out = collect();
+    const err = collect();
+    const stdin = new PassThrough();
+    let status: V1Status | undefined;
+    const ws = (await new Exec(kc).exec(
+      'default',
+      'demo',
+      'demo',
+      ['sh', '-c', 'head -c 5 ; echo; echo err >&2; exit 3'],
+      out.w,
+      err.w,
+      stdin,
+      false,
+      (s) => (status = s),
+    )) as unknown as WebSocket;
+    stdin.write('hello');
+    const closeCode = await new Promise<number>((resolve) => ws.once('close', (code: number) => resolve(code)));
+    expect(ws.protocol).toBe('v4.channel.k8s.io');
+    expect(out.text()).toBe('hello\n');
+    expect(err.text()).toBe('err\n');
+    expect(status?.status).toBe('Failure');
+    expect(status?.reason).toBe('NonZeroExitCode');
+    expect(status?.details?.causes?.find((c) => c.reason === 'ExitCode')?.message).toBe('3');
+    expect(closeCode).toBe(1000);
+    expect(await scrapeCounter(env.proxy.url, UPGRADES, { handler: 'exec', code: '101' })).toBe(before + 1);
+    expect(await scrapeCounter(env.proxy.url, 'apiserver_stream_translator_requests_total')).toBe(0);
+  });
+});
+
+/** A Writable that keeps what it gets. */
+function collect(): { w: Writable; text(): string } {
+  const chunks: Buffer[] = [];
+  const w = new Writable({
+    write(c: Buffer, _e, cb) {
+      chunks.push(Buffer.from(c));
+      cb();
+    },
+  });
+  return { w, text: () => Buffer.concat(chunks).toString() };
+}
