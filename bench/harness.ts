@@ -1,15 +1,16 @@
 /**
  * The benchmark harness: every row is (client, path, direction). A path is something kubectl can be
- * pointed at through a kubeconfig; today only the dev cluster directly. Later paths (proxy passthrough,
- * WS→SPDY translation, port-forward tunnel) are added to PATHS with their own start().
+ * pointed at through a kubeconfig. Servers run as their own processes (bench/servers.ts). Paths:
+ * direct to the dev cluster (the baseline) and through the proxy's passthrough; translation and the
+ * port-forward tunnel are added to PATHS with their own start().
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startDevCluster } from '../src/devcluster/dev-cluster.js';
 import { writeKubeconfig } from '../src/kubeconfig.js';
 import { findKubectl, type KubectlVersion } from '../test/helpers/kubectl.js';
 import { measureTransfer, type Direction } from './kubectl-throughput.js';
+import { startDevClusterProcess, startProxyProcess } from './servers.js';
 
 /** A running thing kubectl talks to. */
 export interface RunningPath {
@@ -32,18 +33,44 @@ export interface BenchClient {
   env: Record<string, string>;
 }
 
-/** kubectl 1.28 → dev cluster: the SPDY baseline every other path is compared with. */
+/** Write a kubeconfig for `url` into `workDir` and return its path. */
+function kubeconfigFor(workDir: string, name: string, url: string): string {
+  const path = join(workDir, `kubeconfig-${name}`);
+  writeKubeconfig(path, { server: url, name });
+  return path;
+}
+
+/** kubectl → dev cluster: the SPDY baseline every other path is compared with. */
 export const DEV_CLUSTER_DIRECT: BenchPath = {
-  name: 'dev cluster (direct, SPDY)',
+  name: 'direct (dev cluster, SPDY)',
   async start(workDir) {
-    const cluster = await startDevCluster({ dataDir: join(workDir, 'pods') });
-    const kubeconfig = join(workDir, 'kubeconfig-dev-cluster');
-    writeKubeconfig(kubeconfig, { server: cluster.url, name: 'dev-cluster' });
-    return { kubeconfig, close: () => cluster.close() };
+    const cluster = await startDevClusterProcess();
+    return { kubeconfig: kubeconfigFor(workDir, 'direct', cluster.url), close: () => cluster.close() };
   },
 };
 
-export const PATHS: BenchPath[] = [DEV_CLUSTER_DIRECT];
+/** kubectl → proxy (UpgradeAwareProxy passthrough) → dev cluster. */
+export const PROXY_PASSTHROUGH: BenchPath = {
+  name: 'proxy passthrough (SPDY)',
+  async start(workDir) {
+    const cluster = await startDevClusterProcess();
+    const proxy = await startProxyProcess(cluster.url, [
+      '--feature-gates',
+      'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false',
+    ]);
+    return {
+      kubeconfig: kubeconfigFor(workDir, 'passthrough', proxy.url),
+      close: async () => {
+        await proxy.close();
+        await cluster.close();
+      },
+    };
+  },
+};
+
+/** The baseline path: ratios are computed against it, same client and direction, same run. */
+export const BASELINE = DEV_CLUSTER_DIRECT;
+export const PATHS: BenchPath[] = [DEV_CLUSTER_DIRECT, PROXY_PASSTHROUGH];
 export const CLIENTS: BenchClient[] = [{ name: 'kubectl 1.28', version: '1.28', env: {} }];
 export const DIRECTIONS: Direction[] = ['stdout', 'stdin'];
 
@@ -78,6 +105,8 @@ export interface BenchRow {
   bestMBps: number;
   /** MB/s of the median run. */
   medianMBps: number;
+  /** median MB/s ÷ the baseline path's median MB/s (same client and direction, same run). */
+  ratioToBaseline?: number;
 }
 
 function median(xs: number[]): number {
@@ -123,6 +152,10 @@ export async function runBenchmarks(o: BenchOptions): Promise<BenchRow[]> {
     }
   } finally {
     rmSync(work, { recursive: true, force: true });
+  }
+  for (const row of rows) {
+    const base = rows.find((b) => b.path === BASELINE.name && b.client === row.client && b.direction === row.direction);
+    if (base) row.ratioToBaseline = row.medianMBps / base.medianMBps;
   }
   return rows;
 }

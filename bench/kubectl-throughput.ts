@@ -1,9 +1,8 @@
 /**
  * One timed kubectl transfer: N bytes of exec stdout (pod → kubectl) or exec stdin (kubectl → pod),
- * wall time from spawn to exit. kubectl's stdout goes into a counting sink, never to disk.
+ * wall time from spawn to exit of the whole pipeline.
  */
 import { spawn } from 'node:child_process';
-import { Readable } from 'node:stream';
 import { kubectlEnv } from '../test/helpers/kubectl.js';
 
 /** Which way the bytes flow. */
@@ -29,55 +28,35 @@ export interface TransferResult {
   wallMs: number;
 }
 
-const ZEROS = Buffer.alloc(1 << 20);
-
-/** `bytes` zero bytes as a stream (one shared 1 MiB buffer, so generating costs nothing). */
-function zeroStream(bytes: number): Readable {
-  let left = bytes;
-  return new Readable({
-    highWaterMark: ZEROS.length,
-    read() {
-      if (left <= 0) return void this.push(null);
-      const n = Math.min(left, ZEROS.length);
-      left -= n;
-      this.push(n === ZEROS.length ? ZEROS : ZEROS.subarray(0, n));
-      if (left <= 0) this.push(null);
-    },
-  });
-}
-
-/** The kubectl arguments for a transfer. */
-export function transferArgs(direction: Direction, bytes: number, pod = 'demo'): string[] {
+/**
+ * The shell pipeline for a transfer. Producer and consumer are `dd` and `wc -c`, so neither side of
+ * the measurement is a Node process: `dd` writes 1 MB blocks (coreutils `head -c` writes 4 KiB ones,
+ * which measures the pipe, not the path), and `wc -c` counts what arrived (on kubectl's side for
+ * stdout, in the pod for stdin).
+ */
+export function transferPipeline(direction: Direction, bytes: number, pod = 'demo'): string {
+  if (bytes % BLOCK !== 0) throw new Error(`bytes must be a multiple of ${BLOCK}, got ${bytes}`);
+  const dd = `dd if=/dev/zero bs=${BLOCK} count=${bytes / BLOCK} status=none`;
   return direction === 'stdout'
-    ? ['exec', pod, '--', 'head', '-c', String(bytes), '/dev/zero']
-    : // `wc -c` (not `cat > /dev/null`) so the pod side proves it received every byte; it is just as cheap.
-      ['exec', '-i', pod, '--', 'sh', '-c', 'wc -c'];
+    ? `"$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" exec ${pod} -- ${dd} | wc -c`
+    : `${dd} | "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" exec -i ${pod} -- sh -c 'wc -c'`;
 }
+
+/** dd block size: 1 MB. */
+const BLOCK = 1_000_000;
 
 /** Run one transfer; rejects unless kubectl exits 0 having moved exactly `bytes`. */
 export function measureTransfer(spec: TransferSpec): Promise<TransferResult> {
-  const args = ['--kubeconfig', spec.kubeconfig, ...transferArgs(spec.direction, spec.bytes, spec.pod)];
+  const script = transferPipeline(spec.direction, spec.bytes, spec.pod);
+  const env = { ...kubectlEnv(spec.kubeconfig, spec.env), KUBECTL: spec.bin, KUBECONFIG_FILE: spec.kubeconfig };
   const started = performance.now();
-  const child = spawn(spec.bin, args, {
-    env: kubectlEnv(spec.kubeconfig, spec.env),
-    stdio: [spec.direction === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-    shell: false,
-  });
-  let received = 0;
+  // pipefail is not in POSIX sh: bash reports kubectl's failure instead of wc's success.
+  const child = spawn('bash', ['-o', 'pipefail', '-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
   let stderr = '';
-  let stdinReport = '';
-  child.stdout!.on('data', (c: Buffer) => {
-    received += c.length;
-    if (spec.direction === 'stdin' && stdinReport.length < 100) stdinReport += c.toString();
-  });
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => {
-    stderr += c;
-  });
-  if (spec.direction === 'stdin') {
-    child.stdin!.on('error', () => {});
-    zeroStream(spec.bytes).pipe(child.stdin!);
-  }
-  const what = `${spec.bin} ${args.slice(2).join(' ')}`;
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const what = `${spec.bin} ${spec.direction} ${spec.bytes} bytes`;
   return new Promise((resolve, reject) => {
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -91,12 +70,10 @@ export function measureTransfer(spec: TransferSpec): Promise<TransferResult> {
     child.once('close', (code, signal) => {
       const wallMs = performance.now() - started;
       clearTimeout(timer);
-      if (timedOut) return reject(new Error(`${what}: timed out after ${spec.timeoutMs} ms (stdout ${received} bytes)\n${stderr}`));
+      if (timedOut) return reject(new Error(`${what}: timed out after ${spec.timeoutMs} ms\n${stderr}`));
       if (code !== 0) return reject(new Error(`${what}: exit code=${code} signal=${signal}\n${stderr}`));
-      if (spec.direction === 'stdout' && received !== spec.bytes)
-        return reject(new Error(`${what}: got ${received} bytes of stdout, expected ${spec.bytes}`));
-      if (spec.direction === 'stdin' && stdinReport.trim() !== String(spec.bytes))
-        return reject(new Error(`${what}: the pod counted ${JSON.stringify(stdinReport.trim())} bytes of stdin, expected ${spec.bytes}`));
+      if (stdout.trim() !== String(spec.bytes))
+        return reject(new Error(`${what}: ${spec.direction === 'stdout' ? 'kubectl printed' : 'the pod counted'} ${JSON.stringify(stdout.trim())} bytes, expected ${spec.bytes}`));
       resolve({ bytes: spec.bytes, wallMs });
     });
   });

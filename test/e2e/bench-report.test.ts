@@ -15,13 +15,14 @@ const row: BenchRow = {
   wallMs: [2000, 2500, 1000],
   bestMBps: 500,
   medianMBps: 200,
+  ratioToBaseline: 0.5,
 };
 
 describe('bench report', () => {
   it('renders a text table with one line per row', () => {
     const lines = textTable([row, { ...row, direction: 'stdin' }]).split('\n');
     expect(lines).toHaveLength(4);
-    expect(lines[2]).toMatch(/^kubectl 1\.28\s+dev cluster \(direct, SPDY\)\s+stdout\s+500\s+3\s+500\.0\s+200\.0\s+2000, 2500, 1000$/);
+    expect(lines[2]).toMatch(/^kubectl 1\.28\s+dev cluster \(direct, SPDY\)\s+stdout\s+500\s+3\s+500\.0\s+200\.0\s+0\.50\s+2000, 2500, 1000$/);
   });
 
   it('writes machine, date and command line into the Markdown page', () => {
@@ -32,6 +33,6 @@ describe('bench report', () => {
     expect(md).toContain('`node dist/bench/run.js --write`');
     expect(md).toContain('2026-01-02T03:04:05.000Z');
     expect(md).toContain(`${m.nproc} CPUs (nproc), ${m.cpuModel}, Node ${process.version}`);
-    expect(md).toContain('| kubectl 1.28 | dev cluster (direct, SPDY) | stdout | 500 | 3 | 500.0 | 200.0 | 2000, 2500, 1000 |');
+    expect(md).toContain('| kubectl 1.28 | dev cluster (direct, SPDY) | stdout | 500 | 3 | 500.0 | 200.0 | 0.50 | 2000, 2500, 1000 |');
   });
 });

@@ -1,0 +1,75 @@
+/**
+ * The servers a benchmark path needs, each started as its own `node` process (as they run in real
+ * life), so the benchmark's own bookkeeping never shares an event loop with the code being measured.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** A server process and the URL it printed. */
+export interface ServerProcess {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** bin/kube-stream-proxy.js, found from dist/bench/ (compiled) or bench/ (source). */
+function cliPath(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  if (dir.endsWith(join('dist', 'bench'))) dir = dirname(dirname(dir));
+  else dir = dirname(dir);
+  return join(dir, 'bin', 'kube-stream-proxy.js');
+}
+
+/**
+ * Run `kube-stream-proxy <args>` and resolve with the first `http(s)://…` URL printed on a line
+ * matching `ready` (e.g. "dev cluster listening on http://127.0.0.1:NNNN").
+ */
+export function startCli(args: string[], ready: RegExp, timeoutMs = 30_000): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [cliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error(`no "${ready.source}" line within ${timeoutMs} ms`)), timeoutMs);
+    const fail = (err: Error): void => {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(new Error(`kube-stream-proxy ${args.join(' ')}: ${err.message}\n${output}`));
+    };
+    const onData = (c: Buffer): void => {
+      output += c.toString();
+      for (const line of output.split('\n')) {
+        const m = ready.test(line) ? /(https?:\/\/[^\s,]+)/.exec(line) : null;
+        if (m) {
+          clearTimeout(timer);
+          child.stdout!.off('data', onData);
+          child.stdout!.resume();
+          child.stderr!.resume();
+          return resolve({ url: m[1]!, close: () => stop(child) });
+        }
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    child.once('error', fail);
+    child.once('exit', (code, signal) => fail(new Error(`exited early: code=${code} signal=${signal}`)));
+  });
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.removeAllListeners('exit');
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+  });
+}
+
+/** The dev cluster on a free loopback port. */
+export function startDevClusterProcess(): Promise<ServerProcess> {
+  return startCli(['dev-cluster', '--listen', '127.0.0.1:0'], /^dev cluster listening on /);
+}
+
+/** The proxy on a free loopback port in front of `upstream`. */
+export function startProxyProcess(upstream: string, extraArgs: string[] = []): Promise<ServerProcess> {
+  return startCli(['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...extraArgs], /^kube-stream-proxy listening on /);
+}
