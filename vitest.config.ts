@@ -9,5 +9,7 @@ export default defineConfig({
     // Two cores: run test files two at a time so kubectl + server processes don't starve each other.
     maxWorkers: 2,
     pool: 'forks',
+    // The JSON report lets .ci/run print a plain "N passed, N failed" closing line.
+    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
   },
 });
