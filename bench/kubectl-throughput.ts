@@ -1,8 +1,12 @@
 /**
  * One timed kubectl transfer: N bytes of exec stdout (pod → kubectl) or exec stdin (kubectl → pod),
- * wall time from spawn to exit of the whole pipeline.
+ * wall time from spawn to exit of kubectl. kubectl's stdout goes to a file in memory (its size checked), its
+ * stdin comes from a file of zeros in memory.
  */
 import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, rmSync, statSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { kubectlEnv } from '../test/helpers/kubectl.js';
 
 /** Which way the bytes flow. */
@@ -28,53 +32,83 @@ export interface TransferResult {
   wallMs: number;
 }
 
+/** dd block size in the pod: 1 MB. */
+const BLOCK = 1_000_000;
+
 /**
- * The shell pipeline for a transfer. Producer and consumer are `dd` and `wc -c`, so neither side of
- * the measurement is a Node process: `dd` writes 1 MB blocks (coreutils `head -c` writes 4 KiB ones,
- * which measures the pipe, not the path), and `wc -c` counts what arrived (on kubectl's side for
- * stdout, in the pod for stdin).
+ * The kubectl arguments for a transfer. In the pod, `dd bs=1000000` produces stdout in 1 MB writes
+ * (coreutils `head -c` writes 4 KiB ones, which would measure the pod's pipe, not the path) and
+ * `wc -c` counts stdin, so the pod proves it received every byte.
  */
-export function transferPipeline(direction: Direction, bytes: number, pod = 'demo'): string {
+export function transferArgs(direction: Direction, bytes: number, pod = 'demo'): string[] {
   if (bytes % BLOCK !== 0) throw new Error(`bytes must be a multiple of ${BLOCK}, got ${bytes}`);
-  const dd = `dd if=/dev/zero bs=${BLOCK} count=${bytes / BLOCK} status=none`;
   return direction === 'stdout'
-    ? `"$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" exec ${pod} -- ${dd} | wc -c`
-    : `${dd} | "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" exec -i ${pod} -- sh -c 'wc -c'`;
+    ? ['exec', pod, '--', 'dd', 'if=/dev/zero', `bs=${BLOCK}`, `count=${bytes / BLOCK}`, 'status=none']
+    : ['exec', '-i', pod, '--', 'sh', '-c', 'wc -c'];
 }
 
-/** dd block size: 1 MB. */
-const BLOCK = 1_000_000;
+/**
+ * A folder in memory (tmpfs) for kubectl's stdout file and the stdin source file: a file sink costs
+ * kubectl a memcpy per write, where a pipe to a counting process would cost a context switch per
+ * 64 KiB and put that process's CPU into the measurement.
+ */
+function memoryDir(): string {
+  return existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
+}
+
+/** A file of `bytes` zero bytes (created once per size, reused by every stdin run). */
+function zeroFile(bytes: number): string {
+  const path = join(memoryDir(), `ksp-bench-zeros-${bytes}`);
+  if (existsSync(path) && statSync(path).size === bytes) return path;
+  const fd = openSync(path, 'w');
+  try {
+    const block = Buffer.alloc(BLOCK);
+    for (let left = bytes; left > 0; left -= BLOCK) writeSync(fd, block, 0, Math.min(BLOCK, left));
+  } finally {
+    closeSync(fd);
+  }
+  return path;
+}
 
 /** Run one transfer; rejects unless kubectl exits 0 having moved exactly `bytes`. */
 export function measureTransfer(spec: TransferSpec): Promise<TransferResult> {
-  const script = transferPipeline(spec.direction, spec.bytes, spec.pod);
-  const env = { ...kubectlEnv(spec.kubeconfig, spec.env), KUBECTL: spec.bin, KUBECONFIG_FILE: spec.kubeconfig };
+  const args = ['--kubeconfig', spec.kubeconfig, ...transferArgs(spec.direction, spec.bytes, spec.pod)];
+  const outPath = join(memoryDir(), `ksp-bench-out-${process.pid}-${Date.now()}`);
+  const stdinFd = spec.direction === 'stdin' ? openSync(zeroFile(spec.bytes), 'r') : 'ignore';
+  const stdoutFd = spec.direction === 'stdout' ? openSync(outPath, 'w') : 'pipe';
   const started = performance.now();
-  // pipefail is not in POSIX sh: bash reports kubectl's failure instead of wc's success.
-  const child = spawn('bash', ['-o', 'pipefail', '-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(spec.bin, args, { env: kubectlEnv(spec.kubeconfig, spec.env), stdio: [stdinFd, stdoutFd, 'pipe'] });
+  if (typeof stdinFd === 'number') closeSync(stdinFd);
+  if (typeof stdoutFd === 'number') closeSync(stdoutFd);
   let stdout = '';
   let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stdout?.setEncoding('utf8').on('data', (c: string) => (stdout += c));
   child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  const what = `${spec.bin} ${spec.direction} ${spec.bytes} bytes`;
+  const what = `${spec.bin} ${args.slice(2).join(' ')}`;
   return new Promise((resolve, reject) => {
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       child.kill('SIGKILL');
     }, spec.timeoutMs);
-    child.once('error', (err) => {
+    const done = (err?: Error): void => {
       clearTimeout(timer);
-      reject(new Error(`could not start ${what}: ${err.message}`));
-    });
-    child.once('close', (code, signal) => {
-      const wallMs = performance.now() - started;
-      clearTimeout(timer);
-      if (timedOut) return reject(new Error(`${what}: timed out after ${spec.timeoutMs} ms\n${stderr}`));
-      if (code !== 0) return reject(new Error(`${what}: exit code=${code} signal=${signal}\n${stderr}`));
-      if (stdout.trim() !== String(spec.bytes))
-        return reject(new Error(`${what}: ${spec.direction === 'stdout' ? 'kubectl printed' : 'the pod counted'} ${JSON.stringify(stdout.trim())} bytes, expected ${spec.bytes}`));
+      const got = existsSync(outPath) ? statSync(outPath).size : 0;
+      rmSync(outPath, { force: true });
+      if (err) return reject(err);
+      if (spec.direction === 'stdout' && got !== spec.bytes)
+        return reject(new Error(`${what}: got ${got} bytes of stdout, expected ${spec.bytes}`));
+      if (spec.direction === 'stdin' && stdout.trim() !== String(spec.bytes))
+        return reject(new Error(`${what}: the pod counted ${JSON.stringify(stdout.trim())} bytes of stdin, expected ${spec.bytes}`));
       resolve({ bytes: spec.bytes, wallMs });
+    };
+    let wallMs = 0;
+    child.once('error', (err) => done(new Error(`could not start ${what}: ${err.message}`)));
+    child.once('close', (code, signal) => {
+      wallMs = performance.now() - started;
+      if (timedOut) return done(new Error(`${what}: timed out after ${spec.timeoutMs} ms\n${stderr}`));
+      if (code !== 0) return done(new Error(`${what}: exit code=${code} signal=${signal}\n${stderr}`));
+      done();
     });
   });
 }
