@@ -72,6 +72,11 @@ export class UpgradeAwareProxy {
     this.#options = options;
   }
 
+  /** The settings this proxy runs with (the port-forward tunnel reuses them). */
+  get options(): Readonly<UpgradeAwareProxyOptions> {
+    return this.#options;
+  }
+
   /**
    * Proxy an upgrade request whose client socket the caller has hijacked. `head` holds the bytes
    * Node read past the request head. Never throws: every failure is answered on `socket`.
@@ -151,8 +156,11 @@ export class UpgradeAwareProxy {
   }
 }
 
-/** Read from `socket` until the response head is complete; the socket is left paused. */
-function readResponseHead(socket: Socket, signal: AbortSignal, maxBytes = MAX_RESPONSE_HEAD_BYTES): Promise<CompleteResponseHead> {
+/**
+ * Read from `socket` until the response head is complete; the socket is left paused. Shared with the
+ * port-forward tunnel (`translator/stream-tunnel.ts`).
+ */
+export function readResponseHead(socket: Socket, signal: AbortSignal, maxBytes = MAX_RESPONSE_HEAD_BYTES): Promise<CompleteResponseHead> {
   return new Promise<CompleteResponseHead>((resolve, reject) => {
     const parser = new ResponseHeadParser(maxBytes);
     const cleanup = (): void => {
@@ -199,8 +207,9 @@ function readResponseHead(socket: Socket, signal: AbortSignal, maxBytes = MAX_RE
 /**
  * Replay an upstream ≥ 400 answer byte for byte: the bytes already read, then the rest of the body
  * (exactly Content-Length bytes when given, else until the upstream closes), within the deadline.
+ * Shared with the port-forward tunnel.
  */
-function relayErrorResponse(client: Duplex, upstream: Socket, raw: Buffer, response: CompleteResponseHead, isHead: boolean): void {
+export function relayErrorResponse(client: Duplex, upstream: Socket, raw: Buffer, response: CompleteResponseHead, isHead: boolean): void {
   const length = response.head.headers.get('content-length');
   const chunked = response.head.headers.tokens('transfer-encoding').includes('chunked');
   let remaining = isHead ? 0 : length !== undefined && !chunked && /^\d+$/.test(length) ? Number(length) - response.rest.length : Infinity;

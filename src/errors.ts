@@ -164,3 +164,43 @@ export function statusForError(e: unknown): V1Status {
   const message = e instanceof Error ? e.message : String(e);
   return errorStatus(500, `Internal error occurred: ${message}`, 'InternalError');
 }
+
+/**
+ * The upstream answered a SPDY upgrade with something other than 101 (client-go's `UpgradeFailureError`
+ * path): `status` is its body when that decodes as a metav1.Status, else an `unable to upgrade
+ * connection: <body>` Status with the response's code. Not a ProxyError: it carries the upstream's
+ * own answer, which the translator reports on channel 3 and counts under the upstream's code.
+ */
+export class UpstreamUpgradeRefusedError extends Error {
+  override readonly name = 'UpstreamUpgradeRefusedError';
+  readonly code = 'KSP_ERR_UPSTREAM_UPGRADE_REFUSED' as const;
+  constructor(
+    readonly statusCode: number,
+    readonly status: V1Status,
+    /** True when `status` is the upstream's body decoded as a metav1.Status (kube-apiserver's StatusError case). */
+    readonly isUpstreamStatus: boolean,
+  ) {
+    super(status.message ?? `unable to upgrade connection: status code ${statusCode}`);
+  }
+  /** The Status to report: the upstream's own, or the `unable to upgrade connection` one. */
+  toStatus(): V1Status {
+    return this.status;
+  }
+}
+
+/**
+ * A WebSocket port-forward request reached the tunnel without offering any `SPDY/3.1+….k8s.io`
+ * subprotocol (apiserver `streamtunnel.go`: 400 `unable to upgrade: no tunneling spdy protocols
+ * provided`). Not a ProxyError, so the catalogue's code union stays untouched by parallel work.
+ */
+export class NoTunnelingProtocolError extends Error {
+  override readonly name = 'NoTunnelingProtocolError';
+  readonly code = 'KSP_ERR_NO_TUNNELING_PROTOCOL' as const;
+  constructor() {
+    super('unable to upgrade: no tunneling spdy protocols provided');
+  }
+  /** 400 BadRequest with the apiserver's message. */
+  toStatus(): V1Status {
+    return errorStatus(400, this.message, 'BadRequest');
+  }
+}

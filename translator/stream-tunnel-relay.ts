@@ -1,0 +1,197 @@
+/**
+ * The data phase of the port-forward tunnel: WebSocket binary messages ⇄ the upstream SPDY byte
+ * stream, never parsing SPDY (apiserver `TunnelingConnection` under `UpgradeAwareHandler`'s two
+ * `io.Copy`s). Message boundaries are independent of SPDY frames: each upstream read becomes one
+ * message, each client message is written as it comes.
+ *
+ * Endings follow client-go's tunneling connection: close 1000 from the client is EOF (the upstream is
+ * ended after what was already written), upstream EOF becomes close 1000. A text message is a
+ * protocol error: the apiserver fails the read and tears both sides down (its `Close()` then sends
+ * 1000); we close with 1003 Unsupported Data so the client sees why. Everything else ends both sides.
+ */
+import type { Duplex } from 'node:stream';
+import type { RawData, WebSocket } from 'ws';
+import { ReadThrottle } from '../proxy/bandwidth-limiter.js';
+import { FLUSH_DEADLINE_MS } from '../proxy/splice.js';
+
+/**
+ * Pause the upstream once this many bytes wait in the WebSocket's send buffer. 1 MiB: a few dozen
+ * upstream reads, enough to keep a loopback link busy, small enough to bound memory per tunnel
+ * (remotedialer pauses at 2 MiB for the same job).
+ */
+export const TUNNEL_HIGH_WATER_BYTES = 1024 * 1024;
+/** Resume the upstream once the WebSocket's send buffer is down to this. */
+export const TUNNEL_LOW_WATER_BYTES = 256 * 1024;
+
+/** WebSocket close codes the tunnel sends. */
+export const CloseCode = {
+  /** EOF either way. */
+  NORMAL: 1000,
+  /** The client sent a text message; only binary carries tunnel bytes. */
+  UNSUPPORTED_DATA: 1003,
+  /** The upstream connection failed (reset or socket error), not a clean EOF. */
+  INTERNAL_ERROR: 1011,
+} as const;
+
+/** Options of {@link relayTunnel}. */
+export interface TunnelRelayOptions {
+  /** Per-direction limit in bytes per second; 0 = unlimited. */
+  maxBytesPerSec: number;
+  /** WebSocket ping period in milliseconds; 0 = none (the apiserver's tunnel sends none). */
+  pingPeriodMs?: number;
+  /** Send-buffer level that pauses the upstream (default TUNNEL_HIGH_WATER_BYTES). */
+  highWaterBytes?: number;
+  /** Send-buffer level that resumes it (default TUNNEL_LOW_WATER_BYTES). */
+  lowWaterBytes?: number;
+}
+
+/** Why the tunnel ended: which side first, and how. */
+export interface TunnelEnd {
+  side: 'client' | 'upstream';
+  /** `eof` (close 1000 / FIN), `text-message`, or `error` (anything else: other close codes, resets). */
+  reason: 'eof' | 'text-message' | 'error';
+  /** The client's close code when the client ended it. */
+  closeCode?: number;
+}
+
+/** A running relay. */
+export interface TunnelRelay {
+  /** Resolves once both the WebSocket and the upstream socket are closed. */
+  readonly done: Promise<TunnelEnd>;
+  /** Bytes relayed so far, per direction (payload only, no WebSocket framing). */
+  readonly bytes: { readonly toUpstream: number; readonly toClient: number };
+}
+
+function toBuffer(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
+}
+
+/**
+ * Start relaying between an open server-side WebSocket and the upstream socket. `early` holds bytes
+ * the upstream sent after its 101 head; they go to the client first. Both sides may be paused; they
+ * are resumed here.
+ */
+export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, options: TunnelRelayOptions): TunnelRelay {
+  const high = options.highWaterBytes ?? TUNNEL_HIGH_WATER_BYTES;
+  const low = options.lowWaterBytes ?? TUNNEL_LOW_WATER_BYTES;
+  const bytes = { toUpstream: 0, toClient: 0 };
+  let ended: TunnelEnd | undefined;
+
+  // upstream → client
+  let wsFull = false;
+  const upThrottle = options.maxBytesPerSec > 0 ? new ReadThrottle(upstream, options.maxBytesPerSec, () => !wsFull) : undefined;
+  const onSent = (err?: Error): void => {
+    if (err || !wsFull || ws.bufferedAmount > low) return;
+    wsFull = false;
+    if (!upThrottle?.throttled && ended === undefined) upstream.resume();
+  };
+  const toClient = (chunk: Buffer): void => {
+    bytes.toClient += chunk.length;
+    ws.send(chunk, { binary: true }, onSent);
+    if (ws.bufferedAmount >= high) {
+      wsFull = true;
+      upstream.pause();
+    }
+    upThrottle?.account(chunk.length);
+  };
+
+  // client → upstream
+  let upstreamFull = false;
+  const downThrottle = options.maxBytesPerSec > 0 ? new ReadThrottle(ws, options.maxBytesPerSec, () => !upstreamFull) : undefined;
+  const onMessage = (data: RawData, isBinary: boolean): void => {
+    if (ended !== undefined) return;
+    if (!isBinary) {
+      finish({ side: 'client', reason: 'text-message' });
+      return;
+    }
+    const chunk = toBuffer(data);
+    bytes.toUpstream += chunk.length;
+    if (!upstream.write(chunk)) {
+      upstreamFull = true;
+      ws.pause();
+    }
+    downThrottle?.account(chunk.length);
+  };
+  const onUpstreamDrain = (): void => {
+    upstreamFull = false;
+    if (!downThrottle?.throttled && ended === undefined) ws.resume();
+  };
+
+  let resolveDone!: (end: TunnelEnd) => void;
+  const done = new Promise<TunnelEnd>((resolve) => (resolveDone = resolve));
+  let wsClosed = ws.readyState === ws.CLOSED;
+  let upstreamClosed = upstream.destroyed;
+  const settle = (): void => {
+    if (ended !== undefined && wsClosed && upstreamClosed) resolveDone(ended);
+  };
+
+  const pingTimer =
+    options.pingPeriodMs !== undefined && options.pingPeriodMs > 0
+      ? setInterval(() => {
+          if (ws.readyState === ws.OPEN) ws.ping();
+        }, options.pingPeriodMs)
+      : undefined;
+
+  /** End the tunnel once; `end` says who ended it and how. */
+  const finish = (end: TunnelEnd): void => {
+    if (ended !== undefined) return;
+    ended = end;
+    clearInterval(pingTimer);
+    upThrottle?.dispose();
+    downThrottle?.dispose();
+    upstream.off('data', toClient);
+    upstream.pause();
+    // Keep reading the WebSocket: the peer's close frame must get through (messages are ignored now).
+    ws.resume();
+    if (end.side === 'upstream') {
+      // Close after the messages already queued (ws sends the close frame behind them).
+      ws.close(end.reason === 'eof' ? CloseCode.NORMAL : CloseCode.INTERNAL_ERROR);
+      upstream.destroy();
+    } else if (end.reason === 'text-message') {
+      ws.close(CloseCode.UNSUPPORTED_DATA, 'tunnel: text messages are not supported, only binary');
+      upstream.destroy();
+    } else if (end.reason === 'eof' && !upstream.destroyed) {
+      // EOF: flush what the client sent, FIN, then drop (we no longer read, so would never see its FIN).
+      const deadline = setTimeout(() => upstream.destroy(), FLUSH_DEADLINE_MS);
+      deadline.unref();
+      upstream.end(() => {
+        clearTimeout(deadline);
+        upstream.destroy();
+      });
+    } else {
+      upstream.destroy();
+    }
+    if (!wsClosed) {
+      // ws's own close timeout is 30 s; give the peer as long as a flush may take, then cut.
+      const deadline = setTimeout(() => ws.terminate(), FLUSH_DEADLINE_MS);
+      deadline.unref();
+      ws.once('close', () => clearTimeout(deadline));
+    }
+    settle();
+  };
+
+  ws.on('message', onMessage);
+  ws.on('error', () => {}); // followed by 'close', which ends the tunnel
+  ws.on('close', (code: number) => {
+    wsClosed = true;
+    finish({ side: 'client', reason: code === CloseCode.NORMAL ? 'eof' : 'error', closeCode: code });
+    settle();
+  });
+  upstream.on('drain', onUpstreamDrain);
+  upstream.on('error', () => finish({ side: 'upstream', reason: 'error' }));
+  upstream.on('end', () => finish({ side: 'upstream', reason: 'eof' }));
+  upstream.on('close', () => {
+    upstreamClosed = true;
+    finish({ side: 'upstream', reason: 'error' });
+    settle();
+  });
+
+  if (early.length > 0) toClient(early);
+  upstream.on('data', toClient);
+  if (!wsFull && !upThrottle?.throttled) upstream.resume();
+  ws.resume();
+  if (wsClosed || upstreamClosed) finish({ side: wsClosed ? 'client' : 'upstream', reason: 'error' });
+  return { done, bytes };
+}
