@@ -115,6 +115,10 @@ export class Upstream {
       };
       socket.once('error', onError);
       socket.once(connectedEvent, () => {
+        // Go (kubectl, the apiserver, the kubelet) sets TCP_NODELAY on every connection; Node's
+        // net.connect does not. With Nagle on, a small write waiting on a delayed ACK costs ~40 ms per
+        // request-response turn (measured: 22 req/s instead of hundreds through a port-forward).
+        socket.setNoDelay(true);
         socket.off('error', onError);
         signal?.removeEventListener('abort', onAbort);
         resolve(socket);

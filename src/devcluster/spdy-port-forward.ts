@@ -96,7 +96,7 @@ export function serveSpdyPortForward(
 }
 
 function forward(error: SpdyStream, data: SpdyStream, port: number, ctx: PortForwardContext, dials: Set<Socket>): void {
-  const target = connect({ host: '127.0.0.1', port });
+  const target = connect({ host: '127.0.0.1', port, noDelay: true });
   dials.add(target);
   let connected = false;
   target.once('connect', () => {

@@ -60,7 +60,7 @@ async function forward(ws: WebSocket, base64: boolean, ctx: PortForwardContext):
     const prefix = Buffer.from([port & 0xff, port >> 8]);
     sendChannel(ws, data, prefix, base64);
     sendChannel(ws, error, prefix, base64);
-    const tcp = connect({ host: '127.0.0.1', port });
+    const tcp = connect({ host: '127.0.0.1', port, noDelay: true });
     conns[i] = tcp;
     const writer = channelWriter(ws, data, base64);
     tcp.pipe(writer, { end: false });
