@@ -111,16 +111,26 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
       else this.log.warn(`spdy: socket error: ${err.message}`);
       this.closeError ??= new Error(`SPDY connection lost: ${err.message}`);
     });
+    let peerEnded = false;
     socket.on('end', () => {
-      // The peer sent its last frame. Flush ours and finish (http server sockets are half-open).
-      if (this.intake.bufferedBytes > 0 && !this.intake.isStopped) {
-        this.log.warn(`spdy: peer closed the connection mid-frame (${this.intake.bufferedBytes} bytes pending)`);
-      }
-      this.intake.stop();
-      this.failStreams(new Error('SPDY connection closed by peer'));
-      if (!socket.writableEnded) socket.end();
+      peerEnded = true;
+      // The peer sent its last frame. Deliver what is still queued behind a full stream, then fail
+      // the streams it left unfinished, flush ours and finish (http server sockets are half-open).
+      this.intake.whenDispatched(() => {
+        if (this.intake.bufferedBytes > 0 && !this.intake.isStopped) {
+          this.log.warn(`spdy: peer closed the connection mid-frame (${this.intake.bufferedBytes} bytes pending)`);
+        }
+        this.intake.stop();
+        this.failStreams(new Error('SPDY connection closed by peer'));
+        if (!socket.writableEnded) socket.end();
+      });
     });
-    socket.on('close', () => this.teardown(this.closeError ?? new Error('SPDY connection closed')));
+    socket.on('close', () => {
+      const err = this.closeError ?? new Error('SPDY connection closed');
+      // After a clean FIN, frames already read still go to their streams first (see 'end').
+      if (peerEnded && this.closeError === undefined) this.intake.whenDispatched(() => this.teardown(err));
+      else this.teardown(err);
+    });
     if (options.pingIntervalMs !== undefined && options.pingIntervalMs > 0) {
       this.pingTimer = setInterval(() => this.ping().catch(() => {}), options.pingIntervalMs).unref();
     }

@@ -28,6 +28,7 @@ export class FrameIntake {
   private draining = false;
   private paused = false;
   private stopped = false;
+  private readonly onDispatched: (() => void)[] = [];
 
   /**
    * @param socket paused and resumed by the intake.
@@ -71,10 +72,27 @@ export class FrameIntake {
     if (this.blockedBy.delete(consumer) && this.blockedBy.size === 0) this.drain();
   }
 
+  /**
+   * Calls `cb` once every frame read so far has been dispatched (at once when nothing is queued or
+   * inflating, or after {@link stop}). For the peer's FIN: Node emits the socket's 'end' as soon as
+   * its own buffer is empty, even while frames of the last read still wait here behind a full stream,
+   * and those frames (the tail of stdout, the exit status) must still reach their streams.
+   */
+  whenDispatched(cb: () => void): void {
+    this.onDispatched.push(cb);
+    this.settle();
+  }
+
   /** Drops everything queued and ignores further input. */
   stop(): void {
     this.stopped = true;
     this.queue.length = 0;
+    this.settle();
+  }
+
+  private settle(): void {
+    if (!this.stopped && (this.queue.length > 0 || this.decoding)) return;
+    for (const cb of this.onDispatched.splice(0)) cb();
   }
 
   /** Dispatches queued frames in order until a header block is inflating or a consumer is full. */
@@ -97,6 +115,7 @@ export class FrameIntake {
       if (stalled) this.socket.pause();
       else this.socket.resume();
     }
+    if (this.onDispatched.length > 0) this.settle();
   }
 
   private dispatch(f: SpdyFrame): void {

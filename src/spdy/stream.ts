@@ -104,12 +104,23 @@ export class SpdyStream extends Duplex {
     if (!this.destroyed) this.push(null);
   }
 
-  /** @internal Peer RST_STREAM. */
+  /**
+   * @internal Peer RST_STREAM. CANCEL is how Kubernetes ends streams (the kubelet resets every stream
+   * right after writing the exit status, without FIN): DATA that arrived before it stays readable and
+   * the readable side then ends, as reads do in spdystream/client-go. Later writes are dropped.
+   * Any other status is an abort: the stream is destroyed (with an error when someone listens).
+   */
   remoteReset(status: number): void {
     if (this.destroyed) return;
     this.resetReceived = true;
     this.emit('reset', status);
-    this.destroyQuietly(status === RstStatus.CANCEL ? undefined : new SpdyStreamResetError(this.id, status));
+    if (status !== RstStatus.CANCEL) return this.destroyQuietly(new SpdyStreamResetError(this.id, status));
+    if (!this.remoteFinished) {
+      this.remoteFinished = true;
+      this.push(null);
+    }
+    if (this.readableEnded) this.destroy();
+    else this.once('end', () => this.destroy());
   }
 
   /** @internal We answered a peer protocol error with RST_STREAM: destroy quietly, send nothing more. */
@@ -142,18 +153,21 @@ export class SpdyStream extends Duplex {
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
     if (this.connectionError) return cb(this.connectionError);
+    if (this.resetReceived) return cb(); // the peer reset the stream: it takes nothing more
     this.sendChunks([chunk]);
     this.owner.whenWritable(cb);
   }
 
   override _writev(chunks: { chunk: Buffer }[], cb: (err?: Error | null) => void): void {
     if (this.connectionError) return cb(this.connectionError);
+    if (this.resetReceived) return cb();
     this.sendChunks(chunks.map((c) => c.chunk));
     this.owner.whenWritable(cb);
   }
 
   override _final(cb: (err?: Error | null) => void): void {
     if (this.connectionError) return cb(this.connectionError);
+    if (this.resetReceived) return cb();
     if (!this.localFinSent) {
       this.ensureReplied();
       this.localFinSent = true;

@@ -95,6 +95,24 @@ describe('SpdyConnection over loopback TCP', { timeout: 20_000 }, () => {
     expect(errors).toEqual([]);
   });
 
+  it('RST_STREAM CANCEL after DATA (the kubelet\'s way to end stdout) keeps every byte, then ends', async () => {
+    const { client, server } = await setup();
+    // Less than the reader's buffer, so all of it can sit unread on our side when the RST arrives.
+    const big = randomBytes(512 * 1024);
+    server.on('stream', (s: SpdyStream) => {
+      s.reply();
+      // No FIN: DATA, then RST_STREAM(CANCEL) once it is all handed to the socket.
+      s.write(big, () => s.reset());
+    });
+    const c = await client.openStream({ streamtype: 'stdout' });
+    const errors: Error[] = [];
+    c.on('error', (e) => errors.push(e));
+    await once(c, 'reset'); // arrives while the data is still unread
+    expect(await digest(c)).toEqual({ bytes: big.length, sha256: sha(big) });
+    c.write('ignored after the peer reset'); // dropped, no error
+    expect(errors).toEqual([]);
+  });
+
   it('RST_STREAM with another status destroys with SpdyStreamResetError', async () => {
     const { client, server } = await setup();
     server.on('stream', (s: SpdyStream) => {
