@@ -19,6 +19,10 @@ export interface HandlerDeps {
   featureGates: FeatureGates;
   /** Scheme of our listener, for `X-Forwarded-Proto`. */
   proto: 'http' | 'https';
+  /** `--max-connection-bytes-per-sec`: per-direction limit of every streaming session; 0 = none. */
+  maxConnectionBytesPerSec: number;
+  /** `--upgrade-response-timeout` in ms: dial + upstream response head deadline. */
+  upgradeResponseTimeoutMs: number;
 }
 
 /** The client-side facts the forwarded headers need. */

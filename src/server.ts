@@ -106,6 +106,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     metrics,
     featureGates: config.featureGates,
     proto: config.tls ? 'https' : 'http',
+    maxConnectionBytesPerSec: config.maxConnectionBytesPerSec,
+    upgradeResponseTimeoutMs: config.upgradeResponseTimeoutMs,
   };
   await app.register(healthRoutes, { registry, ready: () => ready });
   await app.register(execRoutes, deps);

@@ -1,0 +1,276 @@
+/**
+ * The client side of a SPDY/3.1 upgrade toward the upstream, as client-go's `spdy.RoundTripper` does
+ * it: dial (`Upstream.dial()`, HTTP/1.1 only), write the request head, read the response head with
+ * every byte kept, and on 101 hand the socket (plus the bytes read past the head) to a client-role
+ * {@link SpdyConnection}. Any other answer becomes {@link UpstreamUpgradeRefusedError} carrying the
+ * upstream's Status. No redirect is ever followed (`NewSPDYExecutorRejectRedirects`).
+ *
+ * Used by the StreamTranslatorProxy (exec/attach) and reusable for port-forward: the caller chooses
+ * the method, the request-target, the protocols offered and the extra header lines.
+ */
+import type { Socket } from 'node:net';
+import {
+  requestHead,
+  setHeaders,
+  stripHopByHop,
+  withForwardedHeaders,
+  type ClientInfo,
+  type HeaderPair,
+} from '../proxy/forwarded-headers.js';
+import { ResponseHeadParser, type CompleteResponseHead } from '../proxy/response-head.js';
+import { UpgradeMismatchError, UpstreamClosedError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } from './errors.js';
+import { SpdyConnection, type SpdyLogger } from './spdy/index.js';
+import { errorStatus, isStatus, type V1Status } from './status.js';
+import { HEADER_PROTOCOL_VERSION, StreamProtocolV1Name } from './stream-protocol.js';
+import type { Upstream } from './upstream.js';
+
+/** client-go reads at most this much of a refusal's body (`io.LimitReader(resp.Body, 64*1024)`). */
+export const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
+
+/**
+ * SPDY PING period toward the upstream: what client-go's `RoundTripperFor` and kube-apiserver's
+ * translator (`PingPeriod`, #130126) use, so idle timers between us and the kubelet never fire.
+ */
+export const UPSTREAM_SPDY_PING_INTERVAL_MS = 5_000;
+
+/** What to send and how long to wait. */
+export interface UpstreamSpdyRequest {
+  /** Where to dial and how to authenticate (its auth headers replace the client's). */
+  upstream: Upstream;
+  /** Request-target as received from the client (`/api/v1/…/exec?command=…`); the upstream's path prefix is added. */
+  url: string;
+  /** HTTP method; client-go uses POST for SPDY. */
+  method?: string;
+  /**
+   * The client's header lines. Hop-by-hop headers, `Host`, `Content-Length` and the WebSocket
+   * handshake headers (`Sec-WebSocket-*`, `Origin`) are dropped; the rest (Authorization,
+   * Impersonate-*, User-Agent, …) is forwarded as the passthrough forwards it.
+   */
+  clientHeaders: readonly HeaderPair[];
+  /** For `X-Forwarded-For/Proto/Host`. */
+  client: ClientInfo;
+  /** `X-Stream-Protocol-Version` values in preference order, one header line each. */
+  protocols: readonly string[];
+  /** Deadline for dialling plus the complete response head (and a refusal's body), in ms. */
+  responseTimeoutMs: number;
+  /** PING period on the resulting connection; default {@link UPSTREAM_SPDY_PING_INTERVAL_MS}, 0 = none. */
+  pingIntervalMs?: number;
+  /** Aborts the handshake (e.g. the client went away). */
+  signal?: AbortSignal;
+  /** Logger for the SPDY connection. */
+  logger?: SpdyLogger;
+}
+
+/** An upgraded upstream connection. */
+export interface UpstreamSpdySession {
+  connection: SpdyConnection;
+  /** The negotiated `X-Stream-Protocol-Version`; `channel.k8s.io` when the upstream named none (as client-go). */
+  protocol: string;
+  /** The upstream's 101 head, for logging. */
+  response: CompleteResponseHead;
+}
+
+/** Header lines of the client request that never go upstream on a SPDY upgrade. */
+function isDroppedHeader(lowerName: string): boolean {
+  return (
+    lowerName === 'host' ||
+    lowerName === 'content-length' ||
+    lowerName === 'origin' ||
+    lowerName === 'x-stream-protocol-version' ||
+    lowerName.startsWith('sec-websocket-')
+  );
+}
+
+/** The request header lines for the upstream SPDY upgrade (exported for tests and the tunnel). */
+export function upstreamSpdyHeaders(
+  clientHeaders: readonly HeaderPair[],
+  client: ClientInfo,
+  auth: Record<string, string>,
+  host: string,
+  protocols: readonly string[],
+): HeaderPair[] {
+  let pairs = stripHopByHop(clientHeaders).filter(([n]) => !isDroppedHeader(n.toLowerCase()));
+  pairs = withForwardedHeaders(pairs, client);
+  pairs = setHeaders(pairs, auth);
+  return [
+    ['Host', host],
+    ...pairs,
+    // Go's req.Write sends this for a body-less POST.
+    ['Content-Length', '0'],
+    ['Connection', 'Upgrade'],
+    ['Upgrade', 'SPDY/3.1'],
+    ...protocols.map((p): HeaderPair => [HEADER_PROTOCOL_VERSION, p]),
+  ];
+}
+
+/**
+ * Dial the upstream and upgrade to SPDY/3.1. Resolves with a client-role connection. Rejects with
+ * {@link UpstreamUpgradeRefusedError} (non-101), {@link UpgradeMismatchError} (101 without the
+ * upgrade headers), UpstreamUnreachableError, UpstreamTimeoutError, UpstreamClosedError,
+ * ResponseHeadTooLargeError / MalformedResponseHeadError, or the signal's reason.
+ */
+export async function connectUpstreamSpdy(r: UpstreamSpdyRequest): Promise<UpstreamSpdySession> {
+  const controller = new AbortController();
+  const onOuterAbort = (): void => controller.abort(r.signal?.reason ?? new Error('aborted'));
+  if (r.signal?.aborted) onOuterAbort();
+  else r.signal?.addEventListener('abort', onOuterAbort, { once: true });
+  const timer = setTimeout(() => controller.abort(new UpstreamTimeoutError(r.responseTimeoutMs)), r.responseTimeoutMs);
+  let socket: Socket | undefined;
+  try {
+    const auth = await r.upstream.authHeaders();
+    const head = requestHead(
+      r.method ?? 'POST',
+      r.upstream.target(r.url),
+      upstreamSpdyHeaders(r.clientHeaders, r.client, auth, r.upstream.host, r.protocols),
+    );
+    socket = await r.upstream.dial(controller.signal);
+    socket.on('error', () => {});
+    socket.setNoDelay(true);
+    socket.write(head);
+    const response = await readHead(socket, controller.signal);
+    const { statusCode, headers } = response.head;
+    if (statusCode !== 101) {
+      const body = await readBody(socket, response, controller.signal);
+      socket.destroy();
+      throw refusal(statusCode, body);
+    }
+    if (!headers.tokens('connection').includes('upgrade') || !headers.tokens('upgrade').includes('spdy/3.1')) {
+      socket.destroy();
+      throw new UpgradeMismatchError('SPDY/3.1', `${headers.get('upgrade') ?? ''} (Connection: ${headers.get('connection') ?? ''})`);
+    }
+    const protocol = headers.get(HEADER_PROTOCOL_VERSION)?.trim() || StreamProtocolV1Name;
+    const connection = new SpdyConnection(socket, {
+      isServer: false,
+      head: response.rest,
+      pingIntervalMs: r.pingIntervalMs ?? UPSTREAM_SPDY_PING_INTERVAL_MS,
+      ...(r.logger ? { logger: r.logger } : {}),
+    });
+    socket.resume();
+    return { connection, protocol, response };
+  } catch (e) {
+    socket?.destroy();
+    throw e;
+  } finally {
+    clearTimeout(timer);
+    r.signal?.removeEventListener('abort', onOuterAbort);
+  }
+}
+
+/**
+ * The error for a non-101 answer, as client-go builds it: the body decoded as a metav1.Status if it
+ * is one, else `unable to upgrade connection: <body>` with the response's code.
+ */
+export function refusal(statusCode: number, body: Buffer): UpstreamUpgradeRefusedError {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    // not JSON
+  }
+  if (isStatus(parsed)) return new UpstreamUpgradeRefusedError(statusCode, parsed, true);
+  return new UpstreamUpgradeRefusedError(
+    statusCode,
+    errorStatus(statusCode, `unable to upgrade connection: ${body.toString('utf8').trim()}`),
+    false,
+  );
+}
+
+/** Read until the response head is complete; the socket is left paused. */
+function readHead(socket: Socket, signal: AbortSignal): Promise<CompleteResponseHead> {
+  const parser = new ResponseHeadParser();
+  return readUntil(socket, signal, (chunk) => parser.push(chunk), () => new UpstreamClosedError(parser.bytesRead));
+}
+
+/**
+ * Read a refusal's body: what came with the head, then up to Content-Length (or until the upstream
+ * closes) and never more than {@link MAX_REFUSAL_BODY_BYTES}. Chunked bodies are decoded.
+ */
+async function readBody(socket: Socket, response: CompleteResponseHead, signal: AbortSignal): Promise<Buffer> {
+  const length = response.head.headers.get('content-length');
+  const chunked = response.head.headers.tokens('transfer-encoding').includes('chunked');
+  const want = length !== undefined && !chunked && /^\d+$/.test(length) ? Math.min(Number(length), MAX_REFUSAL_BODY_BYTES) : MAX_REFUSAL_BODY_BYTES;
+  let body = response.rest;
+  if (body.length < want && !(chunked && chunkedComplete(body))) {
+    try {
+      body = await readUntil(
+        socket,
+        signal,
+        (chunk) => {
+          body = Buffer.concat([body, chunk]);
+          return body.length >= want || (chunked && chunkedComplete(body)) ? body : undefined;
+        },
+        () => undefined,
+      ) ?? body;
+    } catch {
+      // A body cut short is still reported as far as it came.
+    }
+  }
+  body = body.subarray(0, want);
+  return chunked ? dechunk(body) : body;
+}
+
+/** Feed socket data to `step` until it returns a value; `onEnd` decides what a close means. */
+function readUntil<T>(
+  socket: Socket,
+  signal: AbortSignal,
+  step: (chunk: Buffer) => T | undefined,
+  onEnd: () => Error | undefined,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const cleanup = (): void => {
+      socket.pause();
+      socket.off('data', onData);
+      socket.off('end', onClose);
+      socket.off('close', onClose);
+      signal.removeEventListener('abort', onAbort);
+    };
+    const onData = (chunk: Buffer): void => {
+      try {
+        const done = step(chunk);
+        if (done !== undefined) {
+          cleanup();
+          resolve(done);
+        }
+      } catch (e) {
+        cleanup();
+        reject(e);
+      }
+    };
+    const onClose = (): void => {
+      cleanup();
+      const err = onEnd();
+      if (err) reject(err);
+      else resolve(undefined as T);
+    };
+    const onAbort = (): void => {
+      cleanup();
+      reject(signal.reason);
+    };
+    socket.on('data', onData);
+    socket.on('end', onClose);
+    socket.on('close', onClose);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    socket.resume();
+  });
+}
+
+/** True once a chunked body's last (zero-size) chunk has arrived. */
+function chunkedComplete(body: Buffer): boolean {
+  return /(^|\r\n)0(;[^\r\n]*)?\r\n/.test(body.toString('latin1'));
+}
+
+/** Decode a (possibly truncated) chunked body, best effort. */
+function dechunk(body: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const eol = body.indexOf('\r\n', at);
+    if (eol < 0) break;
+    const size = parseInt(body.toString('latin1', at, eol).split(';')[0]!, 16);
+    if (!(size > 0)) break;
+    parts.push(body.subarray(eol + 2, eol + 2 + size));
+    at = eol + 2 + size + 2;
+  }
+  return Buffer.concat(parts);
+}

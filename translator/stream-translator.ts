@@ -1,0 +1,228 @@
+/**
+ * StreamTranslatorProxy: WebSocket `v5.channel.k8s.io` exec/attach from the client, SPDY/3.1 to the
+ * upstream, after kube-apiserver's `StreamTranslatorHandler` (`apiserver pkg/util/proxy/streamtranslator.go`).
+ *
+ * Order, as kube-apiserver does it: FIRST upgrade the client (v5 only, initial empty frame), THEN dial
+ * the upstream and create the SPDY streams, then relay. Every outcome goes to the client as exactly
+ * one Status on channel 3 followed by close code 1000:
+ *
+ * | outcome                                       | Status on channel 3                | counter code       |
+ * |-----------------------------------------------|------------------------------------|--------------------|
+ * | command exited 0                              | Success                            | 200                |
+ * | command exited non-zero                       | the upstream's NonZeroExitCode     | 200                |
+ * | upstream refused the upgrade with a Status    | that Status                        | its `code` (0 if unset) |
+ * | anything else (dial, bad 101, lost upstream…) | InternalError                      | 500                |
+ * | client WebSocket handshake failed             | (HTTP 4xx answer, no WebSocket)    | 400                |
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type ServerOptions, type WebSocket } from 'ws';
+import { pairsFromRaw, type ClientInfo } from '../proxy/forwarded-headers.js';
+import { closeAfterAnswer } from '../proxy/close-after-answer.js';
+import { UpstreamUpgradeRefusedError } from '../src/errors.js';
+import type { ProxyMetrics } from '../src/metrics.js';
+import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '../src/status.js';
+import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../src/stream-protocol.js';
+import type { Upstream } from '../src/upstream.js';
+import { connectUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS } from '../src/upstream-spdy.js';
+import type { ChannelMessage } from './channel-frame.js';
+import type { RemoteCommandOutcome } from './error-stream.js';
+import type { RemoteCommandOptions } from './remote-command-options.js';
+import { openRemoteCommandStreams } from './remote-command-streams.js';
+import { runTranslatorSession, type SessionBytes, type SessionLogger } from './translator-session.js';
+import { ChannelWebSocket, FINISH_CLOSE_DEADLINE_MS, STREAM_IDLE_TIMEOUT_MS, WS_MAX_PAYLOAD_BYTES } from './websocket.js';
+
+/**
+ * Protocols offered upstream, one `X-Stream-Protocol-Version` line each: v4, v3, v2, `channel.k8s.io`
+ * (what kubectl ≤ 1.28 offers; a kubelet picks v4). v5 is not offered: kubelets do not speak it.
+ */
+export const UPSTREAM_PROTOCOLS: readonly string[] = KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS;
+
+/** Settings of a {@link StreamTranslatorProxy}. */
+export interface StreamTranslatorOptions {
+  upstream: Upstream;
+  metrics: Pick<ProxyMetrics, 'incStreamTranslatorRequest'>;
+  /** Per-direction bandwidth limit in bytes per second; 0 = unlimited (`--max-connection-bytes-per-sec`). */
+  maxBytesPerSec: number;
+  /** Deadline for dialling the upstream and receiving its response head (`--upgrade-response-timeout`). */
+  responseTimeoutMs: number;
+  /** Default {@link STREAM_IDLE_TIMEOUT_MS}. */
+  idleTimeoutMs?: number;
+  /** Default {@link FINISH_CLOSE_DEADLINE_MS}. */
+  finishDeadlineMs?: number;
+  /** Default {@link UPSTREAM_SPDY_PING_INTERVAL_MS}. */
+  pingIntervalMs?: number;
+}
+
+/** One request to translate. */
+export interface TranslateRequest {
+  req: IncomingMessage;
+  socket: Duplex;
+  head: Buffer;
+  options: RemoteCommandOptions;
+  client: ClientInfo;
+  log: SessionLogger & { info(obj: object, msg: string): void };
+}
+
+/** How a translated request ended. */
+export interface TranslatorResult {
+  /** The counter code recorded (`apiserver_stream_translator_requests_total{code}`). */
+  code: number;
+  /** The Status sent on channel 3 (undefined when the WebSocket handshake failed). */
+  status?: V1Status;
+  bytes: SessionBytes;
+}
+
+/** A started translation: the handshake result now, the end of the session later. */
+export interface TranslatorHandle {
+  /** True when the client WebSocket was upgraded; false when the handshake was refused (400/405…). */
+  upgraded: boolean;
+  /** Resolves once the session is over and the client socket is closed. */
+  done: Promise<TranslatorResult>;
+}
+
+/** Serves translated requests; one instance per server. */
+export class StreamTranslatorProxy {
+  readonly #options: StreamTranslatorOptions;
+  readonly #wss: WebSocketServer;
+  /** Handshake refusals by request, reported through `wsClientError`. */
+  readonly #refused = new WeakMap<IncomingMessage, () => void>();
+
+  constructor(options: StreamTranslatorOptions) {
+    this.#options = options;
+    const wsOptions: ServerOptions & { closeTimeout: number } = {
+      noServer: true,
+      clientTracking: false,
+      perMessageDeflate: false,
+      maxPayload: WS_MAX_PAYLOAD_BYTES,
+      // ws destroys the socket this long after sending its close frame; the finish deadline bounds it.
+      closeTimeout: options.finishDeadlineMs ?? FINISH_CLOSE_DEADLINE_MS,
+      // v5 only; the route predicate already saw it in the first Sec-WebSocket-Protocol line.
+      handleProtocols: (offered: Set<string>) => (offered.has(StreamProtocolV5Name) ? StreamProtocolV5Name : false),
+    };
+    // `closeTimeout` (ws ≥ 8.18) is missing from @types/ws.
+    this.#wss = new WebSocketServer(wsOptions);
+    this.#wss.on('wsClientError', (err: Error & { code?: string }, socket: Duplex, req: IncomingMessage) => {
+      this.#refused.get(req)?.();
+      // The same answer ws would write, as a Status (400, or 405 for a non-GET).
+      const code = /method/i.test(err.message) ? 405 : 400;
+      closeAfterAnswer(socket, errorStatus(code, err.message));
+    });
+  }
+
+  /**
+   * Upgrade the client and run the session. Resolves once the WebSocket handshake is settled;
+   * `done` resolves when the session has ended. Never throws.
+   */
+  translate(t: TranslateRequest): Promise<TranslatorHandle> {
+    const bytes: SessionBytes = { toUpstream: 0, toClient: 0 };
+    return new Promise<TranslatorHandle>((resolve) => {
+      this.#refused.set(t.req, () => {
+        this.#options.metrics.incStreamTranslatorRequest(400);
+        resolve({ upgraded: false, done: Promise.resolve({ code: 400, bytes }) });
+      });
+      this.#wss.handleUpgrade(t.req, t.socket, t.head, (ws: WebSocket) => {
+        this.#refused.delete(t.req);
+        resolve({ upgraded: true, done: this.#run(t, ws, bytes) });
+      });
+    });
+  }
+
+  async #run(t: TranslateRequest, rawWs: WebSocket, bytes: SessionBytes): Promise<TranslatorResult> {
+    const o = this.#options;
+    const ws = new ChannelWebSocket(rawWs, {
+      ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
+      ...(o.finishDeadlineMs !== undefined ? { finishDeadlineMs: o.finishDeadlineMs } : {}),
+    });
+    ws.sendInitialFrame(t.options.stdout, t.options.stderr);
+    // Nothing is read from the client until the upstream streams exist; what was already read waits here.
+    ws.pauseInbound('upstream');
+    const backlog: ChannelMessage[] = [];
+    const queue = (m: ChannelMessage): void => void backlog.push(m);
+    ws.on('message', queue);
+
+    const abort = new AbortController();
+    let result: TranslatorResult | undefined;
+    const settle = (status: V1Status, code: number): TranslatorResult => {
+      if (!result) {
+        result = { code, status, bytes };
+        o.metrics.incStreamTranslatorRequest(code);
+      }
+      return result;
+    };
+    ws.once('protocol-error', (err: Error) => {
+      t.log.warn({ err }, 'malformed v5 CLOSE message; connection dropped');
+      settle(internalErrorStatus(err.message), 500);
+      abort.abort(err);
+    });
+    ws.once('idle', () => {
+      t.log.info({}, 'translated session idle timeout');
+      abort.abort(new Error('stream idle timeout'));
+    });
+    ws.once('close', () => abort.abort(new Error('client closed the connection')));
+
+    let connection: import('../src/spdy/index.js').SpdyConnection | undefined;
+    let outcome: { status: V1Status; code: number };
+    try {
+      const session = await connectUpstreamSpdy({
+        upstream: o.upstream,
+        url: t.req.url ?? '/',
+        clientHeaders: pairsFromRaw(t.req.rawHeaders),
+        client: t.client,
+        protocols: UPSTREAM_PROTOCOLS,
+        responseTimeoutMs: o.responseTimeoutMs,
+        pingIntervalMs: o.pingIntervalMs ?? UPSTREAM_SPDY_PING_INTERVAL_MS,
+        signal: abort.signal,
+        logger: { warn: (msg) => t.log.warn({}, msg) },
+      });
+      connection = session.connection;
+      const conn = connection;
+      // The client leaving (or the idle timeout) ends the session at any point. The upstream closing
+      // its connection does not by itself: after writing the status it does exactly that, possibly
+      // while our stdout still holds data; the streams tell whether they were complete.
+      const aborted = new Promise<never>((_, reject) => {
+        if (abort.signal.aborted) reject(abort.signal.reason);
+        abort.signal.addEventListener('abort', () => reject(abort.signal.reason), { once: true });
+      });
+      aborted.catch(() => {});
+      const streams = await Promise.race([openRemoteCommandStreams(conn, session.protocol, t.options), aborted]);
+      ws.off('message', queue);
+      const running = runTranslatorSession(
+        { ws, connection: conn, protocol: session.protocol, streams, options: t.options, maxBytesPerSec: o.maxBytesPerSec, log: t.log },
+        backlog,
+        bytes,
+      );
+      ws.resumeInbound('upstream');
+      outcome = statusOf(await Promise.race([running, aborted]));
+    } catch (e) {
+      ws.off('message', queue);
+      outcome = statusOfError(e);
+    }
+    settle(outcome.status, outcome.code);
+    // The upstream has said all it will; end our side of it (GOAWAY, FIN) and let it close.
+    if (connection && !connection.closed) void connection.close();
+    await ws.finish(result!.status!);
+    connection?.destroy();
+    return result!;
+  }
+}
+
+/** The Status and counter code for a decoded outcome. */
+export function statusOf(outcome: RemoteCommandOutcome): { status: V1Status; code: number } {
+  switch (outcome.kind) {
+    case 'success':
+      return { status: successStatus(), code: 200 };
+    case 'exit':
+      return { status: outcome.status, code: 200 };
+    case 'error':
+      return { status: internalErrorStatus(outcome.message), code: 500 };
+  }
+}
+
+/** The Status and counter code for a failure before or during the session. */
+export function statusOfError(e: unknown): { status: V1Status; code: number } {
+  if (e instanceof UpstreamUpgradeRefusedError && e.isUpstreamStatus) {
+    return { status: e.status, code: e.status.code ?? 0 };
+  }
+  return { status: internalErrorStatus(e instanceof Error ? e.message : String(e)), code: 500 };
+}
