@@ -1,13 +1,15 @@
 /**
- * `npm run bench` entry point: node dist/bench/run.js [--quick] [--runs N] [--bytes N] [--write]
+ * `npm run bench` entry point:
+ *   node dist/bench/run.js [--quick] [--runs N] [--bytes N] [--requests N] [--only stdout,stdin,…] [--write]
  *   --quick   50 MB, 1 run (what the test uses)
- *   --write   also (over)write docs/benchmarks.md with the table, machine, date and command line
+ *   --write   also replace the measured table at the top of docs/benchmarks.md (machine, date, command line);
+ *             the commentary below the marker line is kept
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { FULL, QUICK, runBenchmarks } from './harness.js';
+import { FULL, QUICK, runBenchmarks, type Measurement } from './harness.js';
 import { machineInfo } from './machine.js';
 import { markdownReport, textTable } from './report.js';
 
@@ -30,6 +32,8 @@ async function main(): Promise<void> {
       write: { type: 'boolean', default: false },
       runs: { type: 'string' },
       bytes: { type: 'string' },
+      requests: { type: 'string' },
+      only: { type: 'string' },
     },
     strict: true,
   });
@@ -41,12 +45,17 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}`);
   console.log(`transfers of ${bytes / 1e6} MB, ${runs} run(s) per row\n`);
-  const rows = await runBenchmarks({ bytes, runs, log: (l) => console.log(l) });
+  const requests = values.requests ? Number(values.requests) : preset.requests;
+  const measurements = values.only?.split(',') as Measurement[] | undefined;
+  const rows = await runBenchmarks({ bytes, runs, requests, measurements, log: (l) => console.log(l) });
   console.log('\n' + textTable(rows));
   if (values.write) {
     const commandLine = ['node', 'dist/bench/run.js', ...process.argv.slice(2)].join(' ');
     const out = resolve(repoRoot(), 'docs', 'benchmarks.md');
-    writeFileSync(out, markdownReport(rows, machine, commandLine, new Date()));
+    const marker = '<!-- end of generated table -->';
+    const old = existsSync(out) ? readFileSync(out, 'utf8') : '';
+    const rest = old.includes(marker) ? old.slice(old.indexOf(marker)) : `${marker}\n`;
+    writeFileSync(out, `# Benchmarks\n\n${markdownReport(rows, machine, commandLine, new Date())}\n${rest}`);
     console.log(`\nwrote ${out}`);
   }
 }
