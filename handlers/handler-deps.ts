@@ -6,6 +6,7 @@ import type { ClientInfo } from '../proxy/forwarded-headers.js';
 import type { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import type { FeatureGates } from '../src/feature-gate.js';
 import type { ProxyMetrics } from '../src/metrics.js';
+import type { StreamingSessions } from '../src/streaming-sessions.js';
 import type { Upstream } from '../src/upstream.js';
 
 /** Plugin options shared by every route family. */
@@ -15,6 +16,8 @@ export interface HandlerDeps {
   /** Upstream for plain requests. */
   upstream: Upstream;
   metrics: ProxyMetrics;
+  /** Every open streaming request: metrics and audit at their end, graceful shutdown. */
+  sessions: StreamingSessions;
   /** Feature gates, for the translator and tunnel routes that branch on them. */
   featureGates: FeatureGates;
   /** Scheme of our listener, for `X-Forwarded-Proto`. */

@@ -1,6 +1,9 @@
 /**
- * The proxy's own endpoints on the shared listener: `/healthz`, `/livez`, `/readyz` (plain `ok`, as
- * kube-apiserver answers them) and `/metrics` (Prometheus text from this server's Registry).
+ * The proxy's own endpoints on the shared listener: `/healthz` and `/livez` (plain `ok`: the process
+ * serves requests), `/readyz` (ok only while not draining and the upstream is reachable, as
+ * kube-apiserver's readyz fails during shutdown) and `/metrics` (Prometheus text from this server's
+ * Registry). A failing `/readyz` answers 500 with one `[-]name failed: reason` line per failed check,
+ * kube-apiserver's format.
  */
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { Registry } from 'prom-client';
@@ -8,18 +11,36 @@ import type { Registry } from 'prom-client';
 /** Paths answered here and never proxied. */
 export const HEALTH_PATHS: readonly string[] = ['/healthz', '/livez', '/readyz'];
 
+/** One readiness check's result. */
+export interface ReadinessCheck {
+  /** `shutdown`, `upstream`. */
+  name: string;
+  ok: boolean;
+  /** Why it failed. */
+  message?: string;
+}
+
 /** Options of {@link healthRoutes}. */
 export interface HealthOptions {
   registry: Registry;
-  /** Readiness; false while shutting down. */
-  ready: () => boolean;
+  /** Readiness checks, run on each `/readyz`. */
+  readiness: () => Promise<ReadinessCheck[]>;
+}
+
+/** The `/readyz` body for failed checks: `[+]`/`[-]` lines, then `readyz check failed`. */
+export function readyzFailureBody(checks: readonly ReadinessCheck[]): string {
+  const lines = checks.map((c) => (c.ok ? `[+]${c.name} ok` : `[-]${c.name} failed: ${c.message ?? 'reason withheld'}`));
+  return `${lines.join('\n')}\nreadyz check failed\n`;
 }
 
 /** Fastify plugin for the health and metrics endpoints. */
 export const healthRoutes: FastifyPluginAsync<HealthOptions> = async (scope: FastifyInstance, options: HealthOptions) => {
   for (const path of HEALTH_PATHS) {
     scope.get(path, async (_request, reply) => {
-      if (path === '/readyz' && !options.ready()) return reply.code(500).type('text/plain; charset=utf-8').send('shutting down');
+      if (path === '/readyz') {
+        const checks = await options.readiness();
+        if (checks.some((c) => !c.ok)) return reply.code(500).type('text/plain; charset=utf-8').send(readyzFailureBody(checks));
+      }
       return reply.type('text/plain; charset=utf-8').send('ok');
     });
   }

@@ -1,13 +1,15 @@
 /**
  * The shared route plugin for `pods/{exec,attach,portforward}`: GET and POST on
  * `/api/v1/namespaces/:namespace/pods/:name/<subresource>`, names validated, upgrade required
- * (apiserver's `UpgradeRequired: true`), then UpgradeAwareProxy. The WebSocket v5 translator and the
- * port-forward tunnel will branch off here, before the passthrough, when their feature gates are on.
+ * (apiserver's `UpgradeRequired: true`), then the path: a delegate (WebSocket v5 translator,
+ * port-forward tunnel) when it matches, else UpgradeAwareProxy. Every request that gets this far is
+ * one {@link StreamingSession}: counted, audited once, and known to graceful shutdown.
  */
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { UpgradeContext } from './upgrade-context.js';
-import { UpgradeRequiredError, statusForError } from '../src/errors.js';
-import type { HandlerLabel } from '../src/metrics.js';
+import { ShuttingDownError, UpgradeRequiredError, statusForError } from '../src/errors.js';
+import type { ClientProtocolLabel, HandlerLabel, SessionPathLabel } from '../src/metrics.js';
+import type { SessionFacts, StreamingSession } from '../src/streaming-sessions.js';
 import type { HandlerDeps } from './handler-deps.js';
 import { validateNamespace, validatePodName } from './pod-name.js';
 import { leaveBodiesUnread } from './raw-body.js';
@@ -36,10 +38,41 @@ export interface PodParams {
  * port-forward tunnel. Everything it does not match falls through to UpgradeAwareProxy unchanged.
  */
 export interface UpgradeDelegate {
+  /** The path label of what it serves. */
+  readonly path: Exclude<SessionPathLabel, 'passthrough'>;
+  /** The client protocol label of what it serves. */
+  readonly protocol: Exclude<ClientProtocolLabel, 'spdy'>;
   /** kube-apiserver's per-request predicate plus the feature gate. */
   matches(request: FastifyRequest<{ Params: PodParams }>, deps: HandlerDeps): boolean;
-  /** Serve the request; it hijacks the reply itself. Resolves once the handshake is settled. */
-  serve(request: FastifyRequest<{ Params: PodParams }>, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps): Promise<void>;
+  /**
+   * Serve the request; it hijacks the reply itself. Resolves once the handshake is settled. It must
+   * end `session` exactly once (now, or when the session ends).
+   */
+  serve(request: FastifyRequest<{ Params: PodParams }>, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession): Promise<void>;
+}
+
+/** True when the client asked for a WebSocket (any `Upgrade` token `websocket`). */
+export function isWebSocketUpgrade(request: FastifyRequest): boolean {
+  return (request.headers.upgrade ?? '').split(',').some((t) => t.trim().toLowerCase() === 'websocket');
+}
+
+/** The audit facts of a pod streaming request (query parameters as given; names already validated). */
+export function sessionFacts(
+  request: FastifyRequest<{ Params: PodParams }>,
+  subresource: PodStreamSubresource,
+  protocol: ClientProtocolLabel,
+  path: SessionPathLabel,
+): SessionFacts {
+  const query = new URL(request.raw.url ?? '/', 'http://request.invalid').searchParams;
+  const facts: SessionFacts = { subresource, protocol, path, namespace: request.params.namespace, pod: request.params.name };
+  const container = query.get('container');
+  if (container !== null) facts.container = container;
+  if (subresource === 'exec') facts.command = query.getAll('command');
+  if (subresource === 'portforward' && query.has('ports')) facts.ports = query.getAll('ports');
+  if (request.raw.socket.remoteAddress !== undefined) facts.sourceIP = request.raw.socket.remoteAddress;
+  const ua = request.headers['user-agent'];
+  if (ua !== undefined) facts.userAgent = ua;
+  return facts;
 }
 
 /** Build the Fastify plugin serving one pod subresource. */
@@ -61,11 +94,23 @@ export function podSubresourceRoutes(
         }
         const upgrade = upgradeOf(request.raw);
         if (!upgrade) return sendStatus(reply, new UpgradeRequiredError().toStatus());
-        if (delegate?.matches(request, deps)) {
-          await delegate.serve(request, reply, upgrade, deps);
+        const websocket = isWebSocketUpgrade(request);
+        const delegated = delegate?.matches(request, deps) ? delegate : undefined;
+        const path = delegated?.path ?? 'passthrough';
+        const protocol = delegated?.protocol ?? (websocket ? 'websocket' : 'spdy');
+        const session = deps.sessions.begin(sessionFacts(request, subresource, protocol, path), request.log);
+        if (deps.sessions.draining) {
+          // A request on a connection opened before the listener closed: refuse it, don't start a session.
+          const error = new ShuttingDownError();
+          session.end({ outcome: 'shutdown', statusCode: 503, message: error.message });
+          return sendStatus(reply, error.toStatus());
+        }
+        if (websocket) deps.metrics.incWebSocketStreamingRequest(subresource, delegated ? 'translated_at_apiserver' : 'proxied_to_kubelet');
+        if (delegated) {
+          await delegated.serve(request, reply, upgrade, deps, session);
           return reply;
         }
-        await proxyUpgrade(request, reply, upgrade, deps, subresource);
+        await proxyUpgrade(request, reply, upgrade, deps, subresource, session);
         return reply;
       },
     });

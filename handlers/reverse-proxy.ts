@@ -74,6 +74,7 @@ async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: Ha
     upstreamRes = await responded;
   } catch (e) {
     req.unpipe(upstreamReq);
+    deps.metrics.incUpstreamDialError('reverse_proxy', 'unreachable');
     if (reply.raw.destroyed) return reply.hijack();
     return sendStatus(reply, new UpstreamUnreachableError(deps.upstream.url.origin, e).toStatus());
   }

@@ -4,13 +4,16 @@
  * and record the outcome.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { PASSTHROUGH_EXIT_CODE_UNKNOWN } from '../src/audit.js';
 import type { HandlerLabel } from '../src/metrics.js';
+import { dialErrorReason, type StreamingSession } from '../src/streaming-sessions.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import type { UpgradeContext } from './upgrade-context.js';
 
 /**
  * Proxy the upgrade. Resolves once the upstream has answered (not when the upgraded connection ends).
  * Hijacking comes first and is final: from here on every answer is raw bytes on the socket.
+ * `session` (pod streaming subresources only) is ended here or when the connection ends.
  */
 export async function proxyUpgrade(
   request: FastifyRequest,
@@ -18,31 +21,51 @@ export async function proxyUpgrade(
   upgrade: UpgradeContext,
   deps: HandlerDeps,
   handler: HandlerLabel,
+  session?: StreamingSession,
 ): Promise<void> {
   reply.hijack();
   const outcome = await deps.upgradeProxy.tryUpgrade(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto));
   deps.metrics.incUpgradeRequest(handler, outcome.statusCode);
+  const exitCodeUnknown = PASSTHROUGH_EXIT_CODE_UNKNOWN;
   switch (outcome.kind) {
     case 'upgraded': {
       deps.metrics.addUpgradedConnections(handler, 1);
       request.log.info({ handler }, 'upgraded connection started');
       const { splice } = outcome;
+      // Shutdown after the grace period: the passthrough cannot speak the protocol, only close.
+      session?.established(() => upgrade.socket.destroy());
       void splice.done.then((firstEnd) => {
         deps.metrics.addUpgradedConnections(handler, -1);
         deps.metrics.addUpgradedBytes('to_upstream', splice.bytes.toUpstream);
         deps.metrics.addUpgradedBytes('to_client', splice.bytes.toClient);
         request.log.info({ handler, firstEnd, ...splice.bytes }, 'upgraded connection closed');
+        session?.end({ outcome: deps.sessions.stopping ? 'shutdown' : 'success', statusCode: 101, bytes: splice.bytes, exitCodeUnknown });
       });
       return;
     }
     case 'forwarded':
       request.log.info({ handler, statusCode: outcome.statusCode }, 'upstream refused the upgrade; answer relayed');
+      session?.end({ outcome: 'upstream_refused', statusCode: outcome.statusCode, exitCodeUnknown });
       return;
-    case 'error':
+    case 'error': {
       request.log.warn({ handler, statusCode: outcome.statusCode, err: outcome.error }, 'upgrade failed');
+      const message = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+      if (!session) {
+        const dial = dialErrorReason(outcome.error);
+        if (dial) deps.metrics.incUpstreamDialError('passthrough', dial);
+      }
+      session?.end({
+        outcome: dialErrorReason(outcome.error) ? 'upstream_unreachable' : 'error',
+        statusCode: outcome.statusCode,
+        error: outcome.error,
+        message,
+        exitCodeUnknown,
+      });
       return;
+    }
     case 'client-gone':
       request.log.info({ handler }, 'client left before the upstream answered');
+      session?.end({ outcome: 'client_gone', statusCode: 499, exitCodeUnknown });
       return;
   }
 }

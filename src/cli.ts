@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 import { startDevCluster } from './devcluster/dev-cluster.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { parseHostPort } from './listen-address.js';
-import { DEFAULT_LISTEN, DEFAULT_UPGRADE_RESPONSE_TIMEOUT, resolveConfig } from './config.js';
+import { DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE_PERIOD, DEFAULT_UPGRADE_RESPONSE_TIMEOUT, resolveConfig } from './config.js';
 import { ConfigError } from './errors.js';
 import { startServer } from './server.js';
 
@@ -64,6 +64,7 @@ Flags:
   --dev-cluster-listen HOST:PORT  Dev cluster address (default 127.0.0.1:0: a free port).
   --feature-gates A=true,B=false  Proxy feature gates (as for serve).
   --kubeconfig PATH               Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig).
+  --shutdown-grace-period DURATION  As for serve (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}).
   -h, --help                      Show this help.
 `;
 
@@ -88,6 +89,9 @@ Flags:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
   --upgrade-response-timeout DURATION Wait for the upstream's upgrade answer (default ${DEFAULT_UPGRADE_RESPONSE_TIMEOUT}).
+  --shutdown-grace-period DURATION    On SIGTERM/SIGINT: stop accepting, fail /readyz, let streaming sessions
+                                      run this long, then end them with a "proxy shutting down" Status
+                                      (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}). A second signal exits at once.
   -h, --help                          Show this help.
 `;
 
@@ -111,6 +115,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'max-connection-bytes-per-sec': { type: 'string' },
         'feature-gates': { type: 'string' },
         'upgrade-response-timeout': { type: 'string' },
+        'shutdown-grace-period': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -139,6 +144,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       maxConnectionBytesPerSec: values['max-connection-bytes-per-sec'],
       featureGates: values['feature-gates'],
       upgradeResponseTimeout: values['upgrade-response-timeout'],
+      shutdownGracePeriod: values['shutdown-grace-period'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
@@ -147,7 +153,9 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
   }
   const server = await startServer(config, { logger: { level: 'info' } });
   process.stdout.write(`kube-stream-proxy listening on ${server.url}, upstream ${config.upstream.url.origin}\n`);
-  installShutdown(() => server.close());
+  installShutdown(async () => {
+    await server.shutdown(config.shutdownGracePeriodMs);
+  });
 }
 
 /** Run the CLI; resolves with the exit code, or never for long-running servers. */
@@ -207,6 +215,7 @@ async function demoCommand(argv: string[]): Promise<number | void> {
       listen: { type: 'string', default: '127.0.0.1:6443' },
       'dev-cluster-listen': { type: 'string', default: '127.0.0.1:0' },
       'feature-gates': { type: 'string' },
+      'shutdown-grace-period': { type: 'string' },
       kubeconfig: { type: 'string', default: '.kube-stream-proxy/kubeconfig' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -219,12 +228,15 @@ async function demoCommand(argv: string[]): Promise<number | void> {
   const { host, port } = parseHostPort(values['dev-cluster-listen']);
   const cluster = await startDevCluster({ host, port });
   let server;
+  let graceMs: number;
   try {
     const config = await resolveConfig({
       listen: values.listen,
       upstream: cluster.url,
       featureGates: values['feature-gates'],
+      shutdownGracePeriod: values['shutdown-grace-period'],
     });
+    graceMs = config.shutdownGracePeriodMs;
     server = await startServer(config, { logger: { level: 'info' } });
   } catch (e) {
     await cluster.close();
@@ -242,21 +254,29 @@ async function demoCommand(argv: string[]): Promise<number | void> {
       `try:\n  KUBECONFIG=${kubeconfig} kubectl exec -it demo -- sh\n`,
   );
   installShutdown(async () => {
-    await proxy.close();
+    await proxy.shutdown(graceMs);
     await cluster.close();
   });
 }
 
+/**
+ * SIGTERM/SIGINT run `close` (the graceful shutdown) and exit 0 when it is done; a second signal
+ * exits 1 at once, for an operator who does not want to wait.
+ */
 function installShutdown(close: () => Promise<void>): void {
   let closing = false;
-  const stop = (): void => {
-    if (closing) return;
+  const stop = (signal: NodeJS.Signals): void => {
+    if (closing) {
+      process.stderr.write(`kube-stream-proxy: ${signal} again, exiting without waiting\n`);
+      process.exit(1);
+    }
     closing = true;
+    process.stderr.write(`kube-stream-proxy: ${signal}, shutting down\n`);
     close().then(
       () => process.exit(0),
       () => process.exit(1),
     );
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
 }

@@ -18,6 +18,13 @@ export const DEFAULT_LISTEN = '127.0.0.1:6443';
  */
 export const DEFAULT_UPGRADE_RESPONSE_TIMEOUT = '30s';
 
+/**
+ * Default time streaming sessions get to finish after SIGTERM: 30 s, the Kubernetes default
+ * `terminationGracePeriodSeconds`, minus nothing: the manifests give the pod 45 s so the proxy's own
+ * close (Status on channel 3, waiting for the client's close) fits inside.
+ */
+export const DEFAULT_SHUTDOWN_GRACE_PERIOD = '30s';
+
 /** Default per-connection bandwidth: 0 = unlimited, as kube-apiserver's `--max-connection-bytes-per-sec`. */
 export const DEFAULT_MAX_CONNECTION_BYTES_PER_SEC = 0;
 
@@ -41,6 +48,8 @@ export interface ProxyConfig {
   featureGates: FeatureGates;
   /** How long to wait for the upstream's response head on an upgrade, in milliseconds. */
   upgradeResponseTimeoutMs: number;
+  /** After SIGTERM, how long streaming sessions may run before the proxy ends them, in milliseconds. */
+  shutdownGracePeriodMs: number;
 }
 
 /** The `serve` flags as strings, exactly as given (camelCase of the flag names). */
@@ -58,6 +67,7 @@ export interface ServeFlags {
   maxConnectionBytesPerSec?: string;
   featureGates?: string;
   upgradeResponseTimeout?: string;
+  shutdownGracePeriod?: string;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -182,6 +192,13 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
   }
   if (!(upgradeResponseTimeoutMs > 0)) throw new ConfigError('--upgrade-response-timeout: must be greater than 0');
 
+  let shutdownGracePeriodMs: number;
+  try {
+    shutdownGracePeriodMs = parseGoDuration(flags.shutdownGracePeriod ?? DEFAULT_SHUTDOWN_GRACE_PERIOD);
+  } catch (e) {
+    throw new ConfigError(`--shutdown-grace-period: ${(e as Error).message}`, { cause: e });
+  }
+
   const upstream = await parseUpstream(flags);
   const config: ProxyConfig = {
     listen,
@@ -189,6 +206,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     maxConnectionBytesPerSec: Number(bpsText),
     featureGates,
     upgradeResponseTimeoutMs,
+    shutdownGracePeriodMs,
   };
   if (tls) config.tls = tls;
   return config;

@@ -204,3 +204,20 @@ export class NoTunnelingProtocolError extends Error {
     return errorStatus(400, this.message, 'BadRequest');
   }
 }
+
+/**
+ * The proxy is shutting down (SIGTERM) and the session outlived `--shutdown-grace-period`. Reported
+ * as 503 ServiceUnavailable: on channel 3 of a translated session, or as the HTTP answer to a
+ * streaming request that arrives while draining. Not a ProxyError, for the same reason as above.
+ */
+export class ShuttingDownError extends Error {
+  override readonly name = 'ShuttingDownError';
+  readonly code = 'KSP_ERR_SHUTTING_DOWN' as const;
+  constructor() {
+    super('proxy shutting down');
+  }
+  /** 503 ServiceUnavailable, `proxy shutting down`. */
+  toStatus(): V1Status {
+    return errorStatus(503, this.message, 'ServiceUnavailable');
+  }
+}

@@ -3,7 +3,7 @@
  * names and help text, low-cardinality labels only (no user, IP or path), one function per counter.
  * Each server gets its own Registry so tests start from zero.
  */
-import { Counter, Gauge, collectDefaultMetrics, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
 
 /** Prefix of every metric this project defines. */
 export const METRICS_NAMESPACE = 'kube_stream_proxy';
@@ -11,7 +11,53 @@ export const METRICS_NAMESPACE = 'kube_stream_proxy';
 /** Route families used as the `handler` label. */
 export type HandlerLabel = 'exec' | 'attach' | 'portforward' | 'proxy' | 'health' | 'metrics' | 'unknown';
 
-/** Counter and gauge operations the proxy uses. */
+/** The streaming pod subresources (`subresource` label). */
+export type SubresourceLabel = 'exec' | 'attach' | 'portforward';
+
+/** The protocol the client spoke (`protocol` label). */
+export type ClientProtocolLabel = 'spdy' | 'websocket' | 'tunnel';
+
+/**
+ * The path a streaming request took (`path` label): bytes relayed unchanged, WebSocket v5 translated
+ * to SPDY, or the port-forward WebSocket tunnel.
+ */
+export type SessionPathLabel = 'passthrough' | 'translated' | 'tunnel';
+
+/** `apiserver_websocket_streaming_requests_total{proxy_type}` (KEP-4006 names). */
+export type WebSocketProxyType = 'translated_at_apiserver' | 'proxied_to_kubelet';
+
+/**
+ * How a streaming request ended (`outcome` label), one closed set:
+ * - `success`: the session ran and ended normally (exit 0 when known; passthrough: both sides closed);
+ * - `nonzero_exit`: translated session whose command exited non-zero (still a success for
+ *   `apiserver_stream_translator_requests_total`, as in kube-apiserver);
+ * - `upstream_refused`: the upstream answered the upgrade with an error (relayed, or its Status on channel 3);
+ * - `handshake_failed`: the client's WebSocket handshake was refused by us;
+ * - `upstream_unreachable`: dialling the upstream failed or timed out;
+ * - `client_gone`: the client left before the answer;
+ * - `shutdown`: ended by the proxy's graceful shutdown after the grace period;
+ * - `error`: anything else (bad 101, protocol error, lost upstream…).
+ */
+export type SessionOutcome =
+  | 'success'
+  | 'nonzero_exit'
+  | 'upstream_refused'
+  | 'handshake_failed'
+  | 'upstream_unreachable'
+  | 'client_gone'
+  | 'shutdown'
+  | 'error';
+
+/** Why a WebSocket streaming request failed (`reason` label of the failures counter). */
+export type WebSocketFailureReason = Exclude<SessionOutcome, 'success' | 'nonzero_exit'> | 'idle_timeout' | 'protocol_error';
+
+/** Who dialled the upstream (`caller` label of the dial-error counter). */
+export type DialCaller = SessionPathLabel | 'reverse_proxy' | 'readiness';
+
+/** Why a dial failed (`reason` label of the dial-error counter). */
+export type DialErrorReason = 'unreachable' | 'timeout';
+
+/** Counter, gauge and histogram operations the proxy uses. */
 export interface ProxyMetrics {
   /** A plain (non-upgrade) request finished with `code`. */
   incHttpRequest(handler: HandlerLabel, code: number): void;
@@ -34,11 +80,46 @@ export interface ProxyMetrics {
    * tunneling protocol offered, `500` bad upstream 101 or failed WebSocket upgrade, else upstream's code.
    */
   incStreamTunnelRequest(code: number): void;
+  /**
+   * `apiserver_websocket_streaming_requests_total{subresource,proxy_type}` (KEP-4006): one per
+   * WebSocket streaming request, counted when its path is chosen.
+   */
+  incWebSocketStreamingRequest(subresource: SubresourceLabel, proxyType: WebSocketProxyType): void;
+  /** One streaming request ended (counted once, at its end, whatever happened). */
+  incStreamingRequest(subresource: SubresourceLabel, protocol: ClientProtocolLabel, path: SessionPathLabel, outcome: SessionOutcome): void;
+  /** A WebSocket streaming request (translated, tunnel or passthrough) failed. */
+  incWebSocketFailure(reason: WebSocketFailureReason): void;
+  /** A streaming session started (`+1`) or ended (`-1`). */
+  addActiveSessions(subresource: SubresourceLabel, path: SessionPathLabel, delta: 1 | -1): void;
+  /** How long an established session lasted, in seconds. */
+  observeSessionDuration(subresource: SubresourceLabel, path: SessionPathLabel, seconds: number): void;
+  /** Time from the request reaching its route to the client's handshake answer (101 or refusal), in seconds. */
+  observeHandshakeDuration(subresource: SubresourceLabel, path: SessionPathLabel, seconds: number): void;
+  /** Dialling the upstream failed. */
+  incUpstreamDialError(caller: DialCaller, reason: DialErrorReason): void;
 }
+
+/** prom-client default metrics removed from the exposition (see createMetrics). */
+export const PROMTOOL_UNFRIENDLY_DEFAULT_METRICS: readonly string[] = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
+
+/** Session durations: from a one-shot `exec` (well under a second) to the 4 h idle limit. */
+export const SESSION_DURATION_BUCKETS = [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400];
+
+/** Handshake latencies: loopback (a few ms) up to the 30 s upgrade response timeout. */
+export const HANDSHAKE_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** Register the metrics on `registry` (plus Node's process metrics) and return their operations. */
 export function createMetrics(registry: Registry, options: { processMetrics?: boolean } = {}): ProxyMetrics {
-  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (options.processMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    // Gauges named `_total` fail `promtool check metrics` (a `_total` suffix is for counters). Each is
+    // the sum of the per-type gauge of the same name without `_total`, which stays.
+    for (const name of PROMTOOL_UNFRIENDLY_DEFAULT_METRICS) registry.removeSingleMetric(name);
+  }
   const httpRequests = new Counter({
     name: `${METRICS_NAMESPACE}_http_requests_total`,
     help: 'Plain (non-upgrade) requests answered, by route family and HTTP status code.',
@@ -77,7 +158,58 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
     labelNames: ['code'] as const,
     registers: [registry],
   });
+  const websocketStreaming = new Counter({
+    name: 'apiserver_websocket_streaming_requests_total',
+    help: 'Total number of WebSocket streaming requests (exec, attach, portforward), by subresource and whether the proxy translated them or passed them through to the kubelet',
+    labelNames: ['subresource', 'proxy_type'] as const,
+    registers: [registry],
+  });
+  const streamingRequests = new Counter({
+    name: `${METRICS_NAMESPACE}_streaming_requests_total`,
+    help: 'Streaming requests (pods/exec, attach, portforward) ended, by subresource, client protocol, path taken and outcome.',
+    labelNames: ['subresource', 'protocol', 'path', 'outcome'] as const,
+    registers: [registry],
+  });
+  const websocketFailures = new Counter({
+    name: `${METRICS_NAMESPACE}_websocket_failures_total`,
+    help: 'WebSocket streaming requests that failed, by reason.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  const activeSessions = new Gauge({
+    name: `${METRICS_NAMESPACE}_active_sessions`,
+    help: 'Streaming sessions currently established, by subresource and path taken.',
+    labelNames: ['subresource', 'path'] as const,
+    registers: [registry],
+  });
+  const sessionDuration = new Histogram({
+    name: `${METRICS_NAMESPACE}_session_duration_seconds`,
+    help: 'Duration of established streaming sessions, by subresource and path taken.',
+    labelNames: ['subresource', 'path'] as const,
+    buckets: SESSION_DURATION_BUCKETS,
+    registers: [registry],
+  });
+  const handshakeDuration = new Histogram({
+    name: `${METRICS_NAMESPACE}_handshake_duration_seconds`,
+    help: 'Time from a streaming request reaching its route to the handshake answer sent to the client (101 or refusal).',
+    labelNames: ['subresource', 'path'] as const,
+    buckets: HANDSHAKE_DURATION_BUCKETS,
+    registers: [registry],
+  });
+  const dialErrors = new Counter({
+    name: `${METRICS_NAMESPACE}_upstream_dial_errors_total`,
+    help: 'Failed upstream dials, by caller and reason (unreachable or timeout).',
+    labelNames: ['caller', 'reason'] as const,
+    registers: [registry],
+  });
   return {
+    incWebSocketStreamingRequest: (subresource, proxyType) => websocketStreaming.inc({ subresource, proxy_type: proxyType }),
+    incStreamingRequest: (subresource, protocol, path, outcome) => streamingRequests.inc({ subresource, protocol, path, outcome }),
+    incWebSocketFailure: (reason) => websocketFailures.inc({ reason }),
+    addActiveSessions: (subresource, path, delta) => activeSessions.inc({ subresource, path }, delta),
+    observeSessionDuration: (subresource, path, seconds) => sessionDuration.observe({ subresource, path }, seconds),
+    observeHandshakeDuration: (subresource, path, seconds) => handshakeDuration.observe({ subresource, path }, seconds),
+    incUpstreamDialError: (caller, reason) => dialErrors.inc({ caller, reason }),
     incStreamTranslatorRequest: (code) => translatorRequests.inc({ code: String(code) }),
     incStreamTunnelRequest: (code) => tunnelRequests.inc({ code: String(code) }),
     incHttpRequest: (handler, code) => httpRequests.inc({ handler, code: String(code) }),

@@ -6,7 +6,13 @@
  * fastify-websocket, we route them through `app.routing(req, res)` with a ServerResponse bound to the
  * socket, so the same onRequest hooks (logging, metrics, later authorization) run for upgrades as for
  * plain requests, and the route handler hijacks the reply before touching the socket.
+ *
+ * Graceful shutdown ({@link RunningServer.shutdown}, SIGTERM in the CLI): stop accepting connections,
+ * fail `/readyz`, refuse new streaming requests on connections still open, let sessions run for the
+ * grace period, then end the rest (translated: Status `proxy shutting down` on channel 3 and close
+ * 1000; passthrough: close; tunnel: WebSocket close 1001), wait briefly for those to close, and close.
  */
+import { randomUUID } from 'node:crypto';
 import { createServer as createHttpServer, ServerResponse, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
@@ -16,7 +22,7 @@ import { Registry } from 'prom-client';
 import { attachRoutes } from '../handlers/attach.js';
 import { execRoutes } from '../handlers/exec.js';
 import type { HandlerDeps } from '../handlers/handler-deps.js';
-import { healthRoutes, HEALTH_PATHS } from '../handlers/health.js';
+import { healthRoutes, HEALTH_PATHS, type ReadinessCheck } from '../handlers/health.js';
 import { portforwardRoutes } from '../handlers/portforward.js';
 import { reverseProxyRoutes } from '../handlers/reverse-proxy.js';
 import { rememberUpgrade } from '../handlers/upgrade-context.js';
@@ -24,6 +30,14 @@ import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import type { ProxyConfig } from './config.js';
 import { createMetrics, type HandlerLabel } from './metrics.js';
+import { StreamingSessions } from './streaming-sessions.js';
+import { UpstreamProbe } from './upstream-probe.js';
+
+/**
+ * After the grace period, how long the sessions just told to end get to deliver their last Status
+ * and see the client's close before every remaining connection is destroyed.
+ */
+export const SHUTDOWN_FINISH_WAIT_MS = 5_000;
 
 /**
  * Longest pod name (a DNS-1123 subdomain, 253 characters). Fastify's default `maxParamLength` is 100;
@@ -39,6 +53,16 @@ export interface ServerOptions {
   logger?: FastifyServerOptions['logger'];
   /** Called with the app before routes are added, e.g. to add hooks. */
   configure?: (app: FastifyInstance) => void | Promise<void>;
+  /** Upstream reachability check behind `/readyz`; a dialling {@link UpstreamProbe} by default. */
+  upstreamProbe?: Pick<UpstreamProbe, 'check'>;
+}
+
+/** What a graceful shutdown did. */
+export interface ShutdownReport {
+  /** Streaming sessions open when shutdown began. */
+  sessionsAtStart: number;
+  /** Sessions still open when the grace period ran out, which were then ended by the proxy. */
+  sessionsStopped: number;
 }
 
 /** A running proxy. */
@@ -46,9 +70,23 @@ export interface RunningServer {
   /** `https://host:port` or `http://host:port`, with the real port. */
   url: string;
   app: FastifyInstance;
-  /** Stop listening, close connections and drop upstream pools. */
+  /** True once {@link shutdown} began. */
+  readonly draining: boolean;
+  /** Stop listening, close connections and drop upstream pools (no grace). */
   close(): Promise<void>;
+  /**
+   * Graceful shutdown: stop accepting, fail `/readyz`, give open streaming sessions up to `graceMs`
+   * to end, then end the rest and close. Calling it again returns the same promise.
+   */
+  shutdown(graceMs: number): Promise<ShutdownReport>;
 }
+
+/** Server-wide state next to the app. */
+interface ServerState {
+  sessions: StreamingSessions;
+}
+
+const states = new WeakMap<FastifyInstance, ServerState>();
 
 function handlerOf(url: string | undefined): HandlerLabel {
   const path = (url ?? '').split('?')[0] ?? '';
@@ -63,9 +101,19 @@ function handlerOf(url: string | undefined): HandlerLabel {
 export async function buildServer(config: ProxyConfig, options: ServerOptions = {}): Promise<FastifyInstance> {
   const registry = options.registry ?? new Registry();
   const metrics = createMetrics(registry);
-  let ready = true;
+  const sessions = new StreamingSessions(metrics);
+  let closing = false;
+  const probe =
+    options.upstreamProbe ?? new UpstreamProbe(config.upstream, { onDialError: (reason) => metrics.incUpstreamDialError('readiness', reason) });
+  const readiness = async (): Promise<ReadinessCheck[]> => {
+    const shutdown: ReadinessCheck = sessions.draining || closing ? { name: 'shutdown', ok: false, message: 'proxy is shutting down' } : { name: 'shutdown', ok: true };
+    const upstream = await probe.check();
+    return [shutdown, { name: 'upstream', ...upstream }];
+  };
   const app = Fastify({
     logger: options.logger ?? false,
+    // A UUID per request (not Fastify's per-process counter), so ids stay unique across replicas.
+    genReqId: () => randomUUID(),
     // Upgraded connections and watches are long-running: no request or connection timeouts here.
     requestTimeout: 0,
     connectionTimeout: 0,
@@ -85,8 +133,12 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   });
   // Upgrade sockets leave the HTTP server's bookkeeping but still hold the listener open.
   const upgradeSockets = new Set<Duplex>();
+  app.addHook('onSend', async (_request, reply) => {
+    // While draining, keep-alive clients should reconnect (to another replica) for their next request.
+    if (sessions.draining) reply.header('connection', 'close');
+  });
   app.addHook('preClose', async () => {
-    ready = false;
+    closing = true;
     for (const socket of upgradeSockets) socket.destroy();
     // Streams in flight (watches) would hold close() open as well.
     (app.server as Server).closeAllConnections?.();
@@ -104,12 +156,13 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     }),
     upstream: config.upstream,
     metrics,
+    sessions,
     featureGates: config.featureGates,
     proto: config.tls ? 'https' : 'http',
     maxConnectionBytesPerSec: config.maxConnectionBytesPerSec,
     upgradeResponseTimeoutMs: config.upgradeResponseTimeoutMs,
   };
-  await app.register(healthRoutes, { registry, ready: () => ready });
+  await app.register(healthRoutes, { registry, readiness });
   await app.register(execRoutes, deps);
   await app.register(attachRoutes, deps);
   await app.register(portforwardRoutes, deps);
@@ -127,7 +180,41 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     res.once('finish', () => closeAfterAnswer(socket));
     app.routing(req, res);
   });
+  states.set(app, { sessions });
   return app;
+}
+
+/** Resolves after `ms` or when `done` settles, whichever is first; the timer never holds the process. */
+async function raceTimeout(done: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([done.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The graceful shutdown sequence of {@link RunningServer.shutdown}. */
+async function shutdownApp(app: FastifyInstance, graceMs: number): Promise<ShutdownReport> {
+  const { sessions } = states.get(app)!;
+  sessions.startDraining();
+  const sessionsAtStart = sessions.size;
+  app.log.info({ sessions: sessionsAtStart, graceMs }, 'shutting down: no new connections, waiting for streaming sessions');
+  // Stop accepting; idle keep-alive connections are closed, busy ones finish their request.
+  (app.server as Server).close();
+  let sessionsStopped = 0;
+  if (!(await raceTimeout(sessions.whenIdle(), graceMs))) {
+    sessionsStopped = sessions.stopAll();
+    app.log.info({ sessions: sessionsStopped }, 'grace period over: ending the remaining streaming sessions');
+    await raceTimeout(sessions.whenIdle(), SHUTDOWN_FINISH_WAIT_MS);
+  }
+  await app.close();
+  app.log.info({ sessionsAtStart, sessionsStopped }, 'shut down');
+  return { sessionsAtStart, sessionsStopped };
 }
 
 /** Build and listen. Resolves once the listener is bound. */
@@ -137,11 +224,16 @@ export async function startServer(config: ProxyConfig, options: ServerOptions = 
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `${config.tls ? 'https' : 'http'}://${host}:${address.port}`;
+  let shuttingDown: Promise<ShutdownReport> | undefined;
   return {
     url,
     app,
+    get draining() {
+      return shuttingDown !== undefined;
+    },
     close: async () => {
       await app.close();
     },
+    shutdown: (graceMs: number) => (shuttingDown ??= shutdownApp(app, graceMs)),
   };
 }

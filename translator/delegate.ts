@@ -9,10 +9,13 @@ import { clientInfo, type HandlerDeps } from '../handlers/handler-deps.js';
 import type { PodParams, UpgradeDelegate } from '../handlers/pod-subresource.js';
 import { sendStatus } from '../handlers/status-reply.js';
 import type { UpgradeContext } from '../handlers/upgrade-context.js';
+import { ShuttingDownError, UpstreamUpgradeRefusedError } from '../src/errors.js';
 import type { HandlerLabel } from '../src/metrics.js';
+import { StreamProtocolV5Name } from '../src/stream-protocol.js';
+import { dialErrorReason, type SessionEnd, type StreamingSession } from '../src/streaming-sessions.js';
 import { parseRemoteCommandOptions } from './remote-command-options.js';
 import { shouldTranslate } from './stream-close-predicate.js';
-import { StreamTranslatorProxy } from './stream-translator.js';
+import { StreamTranslatorProxy, type TranslatorResult } from './stream-translator.js';
 
 const proxies = new WeakMap<HandlerDeps, StreamTranslatorProxy>();
 
@@ -31,16 +34,44 @@ export function translatorFor(deps: HandlerDeps): StreamTranslatorProxy {
   return proxy;
 }
 
+/** The exit code carried by a Status on channel 3: 0 for Success, the `ExitCode` cause for NonZeroExitCode. */
+export function exitCodeOf(r: TranslatorResult): number | null {
+  if (r.status?.status === 'Success') return 0;
+  if (r.status?.reason !== 'NonZeroExitCode') return null;
+  const cause = r.status.details?.causes?.find((c) => c.reason === 'ExitCode');
+  const n = Number(cause?.message);
+  return Number.isInteger(n) && n >= 0 ? n : null;
+}
+
+/** How a translated session's result is recorded (outcome, exit code, failure reason). */
+export function translatorSessionEnd(r: TranslatorResult): SessionEnd {
+  const exitCode = exitCodeOf(r);
+  const end: SessionEnd = { outcome: 'error', statusCode: 101, bytes: r.bytes, exitCode, error: r.error };
+  if (r.status?.status === 'Failure' && r.status.message !== undefined) end.message = r.status.message;
+  if (exitCode === 0) end.outcome = 'success';
+  else if (exitCode !== null) end.outcome = 'nonzero_exit';
+  else if (r.error instanceof ShuttingDownError) end.outcome = 'shutdown';
+  else if (r.error instanceof UpstreamUpgradeRefusedError) end.outcome = 'upstream_refused';
+  else if (dialErrorReason(r.error)) end.outcome = 'upstream_unreachable';
+  else if (r.clientEnd === 'client_gone') end.outcome = 'client_gone';
+  else if (r.clientEnd !== undefined) end.websocketFailure = r.clientEnd;
+  return end;
+}
+
 /** The delegate for `pods/exec` or `pods/attach`. */
 export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'attach')): UpgradeDelegate {
   return {
+    path: 'translated',
+    protocol: 'websocket',
     matches(request: FastifyRequest<{ Params: PodParams }>, deps: HandlerDeps): boolean {
       return shouldTranslate(request.raw.rawHeaders, deps.featureGates);
     },
-    async serve(request, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps): Promise<void> {
+    async serve(request, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession): Promise<void> {
       const query = new URL(request.raw.url ?? '/', 'http://request.invalid').searchParams;
       const parsed = parseRemoteCommandOptions(query);
       if (!parsed.ok) {
+        const code = parsed.status.code ?? 400;
+        session.end({ outcome: 'handshake_failed', statusCode: code, ...(parsed.status.message !== undefined ? { message: parsed.status.message } : {}) });
         sendStatus(reply, parsed.status);
         return;
       }
@@ -56,15 +87,18 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
       deps.metrics.incUpgradeRequest(handler, handle.upgraded ? 101 : 400);
       if (!handle.upgraded) {
         request.log.info({ handler }, 'WebSocket handshake refused');
+        session.end({ outcome: 'handshake_failed', statusCode: 400, message: 'WebSocket handshake refused' });
         return;
       }
       deps.metrics.addUpgradedConnections(handler, 1);
+      session.established(() => handle.stop(new ShuttingDownError()), StreamProtocolV5Name);
       request.log.info({ handler, translated: true }, 'translated connection started');
       void handle.done.then((r) => {
         deps.metrics.addUpgradedConnections(handler, -1);
         deps.metrics.addUpgradedBytes('to_upstream', r.bytes.toUpstream);
         deps.metrics.addUpgradedBytes('to_client', r.bytes.toClient);
         request.log.info({ handler, code: r.code, ...r.bytes }, 'translated connection closed');
+        session.end(translatorSessionEnd(r));
       });
     },
   };

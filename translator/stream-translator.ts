@@ -13,13 +13,14 @@
  * | upstream refused the upgrade with a Status    | that Status                        | its `code` (0 if unset) |
  * | anything else (dial, bad 101, lost upstream…) | InternalError                      | 500                |
  * | client WebSocket handshake failed             | (HTTP 4xx answer, no WebSocket)    | 400                |
+ * | proxy shutdown after the grace period (`stop`)| 503 ServiceUnavailable             | 503                |
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type ServerOptions, type WebSocket } from 'ws';
 import { pairsFromRaw, type ClientInfo } from '../proxy/forwarded-headers.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
-import { UpstreamUpgradeRefusedError } from '../src/errors.js';
+import { ShuttingDownError, UpstreamUpgradeRefusedError } from '../src/errors.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '../src/status.js';
 import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../src/stream-protocol.js';
@@ -71,6 +72,10 @@ export interface TranslatorResult {
   /** The Status sent on channel 3 (undefined when the WebSocket handshake failed). */
   status?: V1Status;
   bytes: SessionBytes;
+  /** What ended the session when it was not the upstream's outcome (dial error, shutdown, …). */
+  error?: unknown;
+  /** Set when the client side ended it: it left, went idle, or sent a malformed CLOSE. */
+  clientEnd?: 'client_gone' | 'idle_timeout' | 'protocol_error';
 }
 
 /** A started translation: the handshake result now, the end of the session later. */
@@ -79,6 +84,11 @@ export interface TranslatorHandle {
   upgraded: boolean;
   /** Resolves once the session is over and the client socket is closed. */
   done: Promise<TranslatorResult>;
+  /**
+   * End the session now with `reason`'s Status on channel 3 (e.g. {@link ShuttingDownError}), then
+   * close 1000. No-op once the outcome is known.
+   */
+  stop(reason: Error): void;
 }
 
 /** Serves translated requests; one instance per server. */
@@ -116,19 +126,21 @@ export class StreamTranslatorProxy {
    */
   translate(t: TranslateRequest): Promise<TranslatorHandle> {
     const bytes: SessionBytes = { toUpstream: 0, toClient: 0 };
+    const abort = new AbortController();
+    const stop = (reason: Error): void => abort.abort(reason);
     return new Promise<TranslatorHandle>((resolve) => {
       this.#refused.set(t.req, () => {
         this.#options.metrics.incStreamTranslatorRequest(400);
-        resolve({ upgraded: false, done: Promise.resolve({ code: 400, bytes }) });
+        resolve({ upgraded: false, done: Promise.resolve({ code: 400, bytes }), stop });
       });
       this.#wss.handleUpgrade(t.req, t.socket, t.head, (ws: WebSocket) => {
         this.#refused.delete(t.req);
-        resolve({ upgraded: true, done: this.#run(t, ws, bytes) });
+        resolve({ upgraded: true, done: this.#run(t, ws, bytes, abort), stop });
       });
     });
   }
 
-  async #run(t: TranslateRequest, rawWs: WebSocket, bytes: SessionBytes): Promise<TranslatorResult> {
+  async #run(t: TranslateRequest, rawWs: WebSocket, bytes: SessionBytes, abort: AbortController): Promise<TranslatorResult> {
     const o = this.#options;
     const ws = new ChannelWebSocket(rawWs, {
       ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
@@ -141,28 +153,37 @@ export class StreamTranslatorProxy {
     const queue = (m: ChannelMessage): void => void backlog.push(m);
     ws.on('message', queue);
 
-    const abort = new AbortController();
     let result: TranslatorResult | undefined;
-    const settle = (status: V1Status, code: number): TranslatorResult => {
+    let clientEnd: TranslatorResult['clientEnd'];
+    const settle = (status: V1Status, code: number, error?: unknown): TranslatorResult => {
       if (!result) {
         result = { code, status, bytes };
+        if (error !== undefined) result.error = error;
+        if (clientEnd !== undefined) result.clientEnd = clientEnd;
         o.metrics.incStreamTranslatorRequest(code);
       }
       return result;
     };
+    const clientEnded = (why: NonNullable<TranslatorResult['clientEnd']>, err: Error): void => {
+      if (abort.signal.aborted) return;
+      clientEnd = why;
+      abort.abort(err);
+    };
     ws.once('protocol-error', (err: Error) => {
       t.log.warn({ err }, 'malformed v5 CLOSE message; connection dropped');
-      settle(internalErrorStatus(err.message), 500);
+      clientEnd ??= 'protocol_error';
+      settle(internalErrorStatus(err.message), 500, err);
       abort.abort(err);
     });
     ws.once('idle', () => {
       t.log.info({}, 'translated session idle timeout');
-      abort.abort(new Error('stream idle timeout'));
+      clientEnded('idle_timeout', new Error('stream idle timeout'));
     });
-    ws.once('close', () => abort.abort(new Error('client closed the connection')));
+    ws.once('close', () => clientEnded('client_gone', new Error('client closed the connection')));
 
     let connection: import('../src/spdy/index.js').SpdyConnection | undefined;
     let outcome: { status: V1Status; code: number };
+    let failure: unknown;
     try {
       const session = await connectUpstreamSpdy({
         upstream: o.upstream,
@@ -196,9 +217,10 @@ export class StreamTranslatorProxy {
       outcome = statusOf(await Promise.race([running, aborted]));
     } catch (e) {
       ws.off('message', queue);
+      failure = e;
       outcome = statusOfError(e);
     }
-    settle(outcome.status, outcome.code);
+    settle(outcome.status, outcome.code, failure);
     // The upstream has said all it will; end our side of it (GOAWAY, FIN) and let it close.
     if (connection && !connection.closed) void connection.close();
     await ws.finish(result!.status!);
@@ -223,6 +245,10 @@ export function statusOf(outcome: RemoteCommandOutcome): { status: V1Status; cod
 export function statusOfError(e: unknown): { status: V1Status; code: number } {
   if (e instanceof UpstreamUpgradeRefusedError && e.isUpstreamStatus) {
     return { status: e.status, code: e.status.code ?? 0 };
+  }
+  if (e instanceof ShuttingDownError) {
+    const { kind: _kind, apiVersion: _apiVersion, ...status } = e.toStatus();
+    return { status, code: 503 };
   }
   return { status: internalErrorStatus(e instanceof Error ? e.message : String(e)), code: 500 };
 }

@@ -67,7 +67,15 @@ export interface StreamTunnelOptions {
  */
 export type TunnelOutcome =
   /** Both handshakes done; the relay runs until either side ends. */
-  | { kind: 'tunneled'; statusCode: 101; tunnelCode: 101; protocol: string | undefined; relay: TunnelRelay }
+  | {
+      kind: 'tunneled';
+      statusCode: 101;
+      tunnelCode: 101;
+      protocol: string | undefined;
+      relay: TunnelRelay;
+      /** Close the client WebSocket with 1001 Going Away (graceful shutdown); the relay then ends both sides. */
+      goAway(reason: string): void;
+    }
   /** The upstream's ≥ 400 answer was relayed byte for byte. */
   | { kind: 'forwarded'; statusCode: number; tunnelCode: number }
   /** We answered for this error (a Status, or ws's handshake refusal). */
@@ -184,7 +192,9 @@ export class StreamTunnelProxy {
         maxBytesPerSec: this.#options.maxBytesPerSec,
         pingPeriodMs: this.#options.pingPeriodMs ?? 0,
       });
-      return { kind: 'tunneled', statusCode: 101, tunnelCode: 101, protocol, relay };
+      const ws = upgraded;
+      const goAway = (reason: string): void => ws.close(1001, reason);
+      return { kind: 'tunneled', statusCode: 101, tunnelCode: 101, protocol, relay, goAway };
     }
     if (statusCode >= 400) {
       const raw = response.rest.length > 0 ? Buffer.concat([response.headBytes, response.rest]) : response.headBytes;

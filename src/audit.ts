@@ -1,0 +1,65 @@
+/**
+ * Audit events: exactly one structured log line per streaming request (pods/exec, attach,
+ * portforward), written when it ends, whatever happened. The line carries `audit: true` so a log
+ * pipeline can route it apart from the operational logs; pino adds the request id (`reqId`).
+ *
+ * `user` is absent: the proxy does not authenticate clients yet (a bearer token is opaque until a
+ * TokenReview, which the later auth modes add), and an unverified name would be worse than none.
+ */
+import type { ClientProtocolLabel, SessionOutcome, SessionPathLabel, SubresourceLabel } from './metrics.js';
+
+/** Message of every audit line, so it can be grepped as well as filtered on `audit`. */
+export const AUDIT_MESSAGE = 'streaming session';
+
+/** Why a passthrough session has no exit code: the proxy relays its bytes without parsing them. */
+export const PASSTHROUGH_EXIT_CODE_UNKNOWN = 'unknown: passthrough relays the upstream protocol without parsing it';
+
+/** One audit event. */
+export interface AuditEvent {
+  audit: true;
+  /** The authenticated user; only when known (never, until the TokenReview auth mode exists). */
+  user?: string;
+  namespace: string;
+  pod: string;
+  subresource: SubresourceLabel;
+  /** `container` query parameter, when given. */
+  container?: string;
+  /** exec: the `command` query parameters, one argv element each. */
+  command?: string[];
+  /** portforward: the `ports` query parameters, when given (the tunnel and SPDY carry them per stream). */
+  ports?: string[];
+  /** What the client spoke. */
+  clientProtocol: ClientProtocolLabel;
+  /** The negotiated subprotocol (`v5.channel.k8s.io`, `v4.channel.k8s.io`, `SPDY/3.1+portforward.k8s.io`…), when known. */
+  subprotocol?: string;
+  /** How the proxy served it. */
+  path: SessionPathLabel;
+  /** The client's address (logs only, never a metric label). */
+  sourceIP?: string;
+  userAgent?: string;
+  /** The answer to the upgrade request: 101, the upstream's code, or ours. */
+  statusCode: number;
+  /** Payload bytes from the client to the upstream. */
+  bytesToUpstream: number;
+  /** Payload bytes from the upstream to the client. */
+  bytesToClient: number;
+  /** The command's exit code: from the Status on the error stream (translated exec/attach), else null. */
+  exitCode: number | null;
+  /** Why `exitCode` is null. */
+  exitCodeUnknown?: string;
+  /** From the request reaching its route to the end of the session, in milliseconds. */
+  durationMs: number;
+  outcome: SessionOutcome;
+  /** The error or Status message, for failed outcomes. */
+  message?: string;
+}
+
+/** Where audit events go: a pino logger (Fastify's request logger). */
+export interface AuditSink {
+  info(obj: object, msg: string): void;
+}
+
+/** Write one audit event. */
+export function writeAuditEvent(sink: AuditSink, event: AuditEvent): void {
+  sink.info(event, AUDIT_MESSAGE);
+}

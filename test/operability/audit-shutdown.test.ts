@@ -1,0 +1,116 @@
+/**
+ * Acceptance for audit events and graceful shutdown (issue 6), in-process: the proxy's pino output
+ * is captured and parsed; `shutdown(graceMs)` is driven directly (the CLI's SIGTERM handler calls
+ * the same method; sigterm-child.test.ts covers the real signal).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { FORCE_SPDY_ENV, findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
+import { eventually, startOperabilityFixture, type OperabilityFixture } from './operability-fixture.js';
+
+const skipReason = kubectlE2eSkipReason();
+
+describe.skipIf(skipReason !== undefined)('audit events and graceful shutdown (kubectl 1.33)', () => {
+  let fx: OperabilityFixture | undefined;
+  afterEach(async () => {
+    await fx?.close();
+    fx = undefined;
+  });
+
+  it('one audit event per kubectl exec with command, exit code and byte counts', async () => {
+    fx = await startOperabilityFixture();
+    const f = fx;
+    const bin = findKubectl('1.33');
+    const input = Buffer.from('hello audit\n');
+    const r = await runKubectl(bin, ['exec', '-i', 'demo', '--', 'sh', '-c', 'cat; echo err >&2; exit 3'], {
+      kubeconfig: f.kubeconfig,
+      stdin: input,
+      timeoutMs: 60_000,
+    });
+    expect(r.code, summary(r)).toBe(3);
+    const [event] = await eventually('the audit event', () => (f.audits().length === 1 ? f.audits() : undefined));
+    expect(event).toMatchObject({
+      audit: true,
+      msg: 'streaming session',
+      namespace: 'default',
+      pod: 'demo',
+      subresource: 'exec',
+      command: ['sh', '-c', 'cat; echo err >&2; exit 3'],
+      clientProtocol: 'websocket',
+      subprotocol: 'v5.channel.k8s.io',
+      path: 'translated',
+      statusCode: 101,
+      exitCode: 3,
+      outcome: 'nonzero_exit',
+      bytesToUpstream: input.length,
+      // stdout "hello audit\n" and stderr "err\n".
+      bytesToClient: input.length + 4,
+    });
+    expect(event!.user).toBeUndefined();
+    expect(typeof event!.durationMs).toBe('number');
+    // The request id ties the audit line to the request's other log lines.
+    expect(event!.reqId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(f.logs.filter((l) => l.reqId === event!.reqId && l.msg === 'translated connection started')).toHaveLength(1);
+
+    // The passthrough path says it cannot know the exit code.
+    const spdy = await runKubectl(bin, ['exec', 'demo', '--', 'sh', '-c', 'exit 5'], { kubeconfig: f.kubeconfig, env: FORCE_SPDY_ENV, timeoutMs: 60_000 });
+    expect(spdy.code, summary(spdy)).toBe(5);
+    const passthrough = await eventually('the passthrough audit event', () => f.audits()[1]);
+    expect(passthrough).toMatchObject({ clientProtocol: 'spdy', path: 'passthrough', exitCode: null, outcome: 'success', command: ['sh', '-c', 'exit 5'] });
+    expect(passthrough.exitCodeUnknown).toMatch(/passthrough/);
+    expect(passthrough.bytesToClient as number).toBeGreaterThan(0);
+    expect(f.audits()).toHaveLength(2);
+  });
+
+  it('shutdown: a session that ends within the grace period finishes with exit 0; readyz fails; no new connections', async () => {
+    fx = await startOperabilityFixture();
+    const f = fx;
+    const kubectl = startKubectl(findKubectl('1.33'), ['exec', 'demo', '--', 'sh', '-c', 'echo started; sleep 3; echo done'], { kubeconfig: f.kubeconfig, env: {} });
+    try {
+      await kubectl.waitForOutput(/started/, 30_000);
+      expect(await f.value('kube_stream_proxy_active_sessions', { subresource: 'exec', path: 'translated' })).toBe(1);
+      const shutdown = f.proxy.shutdown(20_000);
+      expect(f.proxy.draining).toBe(true);
+      const ready = await f.proxy.app.inject({ method: 'GET', url: '/readyz' });
+      expect(ready.statusCode).toBe(500);
+      expect(ready.body).toContain('[-]shutdown failed: proxy is shutting down');
+      await expect(fetch(`${f.proxy.url}/livez`)).rejects.toThrow();
+      const exit = await kubectl.stop('SIGCONT', 20_000);
+      expect(exit, JSON.stringify(kubectl.output())).toEqual({ code: 0, signal: null, killed: false });
+      expect(kubectl.output().stdout).toBe('started\ndone\n');
+      expect(await shutdown).toEqual({ sessionsAtStart: 1, sessionsStopped: 0 });
+      expect(f.audits().map((a) => a.outcome)).toEqual(['success']);
+    } finally {
+      await kubectl.stop('SIGKILL', 5_000);
+    }
+  });
+
+  it('shutdown: a session outliving the grace period gets the shutdown Status; kubectl exits non-zero with that message', async () => {
+    fx = await startOperabilityFixture();
+    const f = fx;
+    const kubectl = startKubectl(findKubectl('1.33'), ['exec', 'demo', '--', 'sh', '-c', 'echo started; sleep 60'], { kubeconfig: f.kubeconfig, env: {} });
+    const spdy = startKubectl(findKubectl('1.33'), ['exec', 'demo', '--', 'sh', '-c', 'echo started; sleep 60'], { kubeconfig: f.kubeconfig, env: FORCE_SPDY_ENV });
+    try {
+      await kubectl.waitForOutput(/started/, 30_000);
+      await spdy.waitForOutput(/started/, 30_000);
+      await eventually('two active sessions', async () => ((await f.value('kube_stream_proxy_active_sessions')) === 2 ? true : undefined));
+      const report = await f.proxy.shutdown(1_000);
+      expect(report).toEqual({ sessionsAtStart: 2, sessionsStopped: 2 });
+      const exit = await kubectl.stop('SIGCONT', 20_000);
+      expect(exit.code, JSON.stringify(kubectl.output())).not.toBe(0);
+      expect(exit.killed).toBe(false);
+      expect(kubectl.output().stderr).toContain('proxy shutting down');
+      // The passthrough cannot write a Status into a protocol it does not parse: it closes the
+      // connection, and kubectl (client-go reads the missing status as success) exits on its own,
+      // long before `sleep 60` would have ended, without a message (ANCHORS §3 item 16).
+      const spdyExit = await spdy.stop('SIGCONT', 20_000);
+      expect(spdyExit, JSON.stringify(spdy.output())).toMatchObject({ signal: null, killed: false });
+      const outcomes = f.audits().map((a) => `${a.path}:${a.outcome}`).sort();
+      expect(outcomes).toEqual(['passthrough:shutdown', 'translated:shutdown']);
+      const translated = f.audits().find((a) => a.path === 'translated')!;
+      expect(translated).toMatchObject({ exitCode: null, message: 'proxy shutting down', statusCode: 101 });
+    } finally {
+      await kubectl.stop('SIGKILL', 5_000);
+      await spdy.stop('SIGKILL', 5_000);
+    }
+  });
+});
