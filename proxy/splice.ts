@@ -13,6 +13,12 @@ import { ReadThrottle } from './bandwidth-limiter.js';
  */
 export const FLUSH_DEADLINE_MS = 10_000;
 
+/**
+ * Bytes a destination may have queued before its source is paused. Larger than a socket's 16 KiB
+ * highWaterMark so that everything read in one event-loop turn can be batched into one writev.
+ */
+export const MAX_QUEUED_BYTES = 1024 * 1024;
+
 /** Options for {@link spliceSockets}. */
 export interface SpliceOptions {
   /** Per-direction limit in bytes per second; 0 = unlimited. */
@@ -42,15 +48,30 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
   const direction = (src: Duplex, dst: Duplex, count: (n: number) => void, side: SpliceEnd): void => {
     let dstFull = false;
     const throttle = options.maxBytesPerSec > 0 ? new ReadThrottle(src, options.maxBytesPerSec, () => !dstFull) : undefined;
+    // The chunks of all reads in one event-loop turn are corked and leave in one writev once the
+    // turn's I/O callbacks are done (one syscall and one wake-up of the peer instead of one per read).
+    let corked = false;
+    const flush = (): void => {
+      corked = false;
+      dst.uncork();
+    };
     const onData = (chunk: Buffer): void => {
       count(chunk.length);
-      if (!dst.write(chunk)) {
+      if (!corked && !dst.writableEnded) {
+        corked = true;
+        dst.cork();
+        setImmediate(flush);
+      }
+      dst.write(chunk);
+      // Past MAX_QUEUED_BYTES the write above returned false (it is > highWaterMark), so 'drain' follows.
+      if (dst.writableLength >= MAX_QUEUED_BYTES) {
         dstFull = true;
         src.pause();
       }
       throttle?.account(chunk.length);
     };
     const onDrain = (): void => {
+      if (!dstFull) return;
       dstFull = false;
       if (!throttle?.throttled) src.resume();
     };

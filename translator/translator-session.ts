@@ -24,6 +24,9 @@ import type { ChannelWebSocket } from './websocket.js';
 /** Largest error-stream content we keep (a Status is a few hundred bytes). */
 export const MAX_ERROR_STREAM_BYTES = 1024 * 1024;
 
+/** Output of one event-loop turn is joined into one WebSocket message up to this size. */
+export const MAX_OUTPUT_BATCH_BYTES = 256 * 1024;
+
 /** Logger used by the session. */
 export interface SessionLogger {
   warn(obj: object, msg: string): void;
@@ -119,18 +122,49 @@ export function runTranslatorSession(
   const outboundThrottle = parts.maxBytesPerSec > 0 ? throttles[throttles.length - 1] : undefined;
   const onDrain = (): void => outbound.release('websocket');
   ws.on('drain', onDrain);
+  // Output chunks of one event-loop turn (the DATA pieces of every socket read the poll phase
+  // delivered) go out as one WebSocket message per channel run instead of one message (and one
+  // write syscall) per chunk. The channel message is a copy anyway, and the pieces are copied straight into it.
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  let pendingChannel: typeof Channel.Stdout | typeof Channel.Stderr = Channel.Stdout;
+  let flushScheduled = false;
+  const flushOutput = (): void => {
+    if (pendingBytes === 0) return;
+    const payload = pending.length === 1 ? pending[0]! : pending;
+    pending = [];
+    pendingBytes = 0;
+    if (!ws.send(pendingChannel, payload)) outbound.hold('websocket');
+  };
+  const flushLater = (): void => {
+    flushScheduled = false;
+    flushOutput();
+  };
   const outputsDone = outputs.map(([stream, channel]) => {
     stream.on('data', (chunk: Buffer) => {
       bytes.toClient += chunk.length;
       outboundThrottle?.account(chunk.length);
-      if (!ws.send(channel, chunk)) outbound.hold('websocket');
+      if (chunk.length === 0) return;
+      if (pendingChannel !== channel) flushOutput();
+      pendingChannel = channel;
+      pending.push(chunk);
+      pendingBytes += chunk.length;
+      if (pendingBytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
+      else if (!flushScheduled) {
+        flushScheduled = true;
+        setImmediate(flushLater);
+      }
     });
+    // Everything read before the end is sent before anyone learns of the end (the Status follows).
+    stream.once('end', flushOutput);
+    stream.once('close', flushOutput);
     return ended(stream);
   });
 
   // ---- outcome ----
   const errorBytes = readToEnd(streams.error, MAX_ERROR_STREAM_BYTES);
   const cleanup = (): void => {
+    flushOutput();
     ws.off('message', onMessage);
     ws.off('drain', onDrain);
     for (const t of throttles) t.dispose();

@@ -32,6 +32,17 @@ export const WS_WRITE_HIGH_WATER_BYTES = 1024 * 1024;
 /** Output queued on the WebSocket below which paused producers resume. */
 export const WS_WRITE_LOW_WATER_BYTES = 256 * 1024;
 
+/** One channel message whose payload is `parts` joined: the channel byte and every part, copied once. */
+function encodeJoined(channel: ChannelId, parts: readonly Buffer[]): Buffer {
+  let size = 1;
+  for (const p of parts) size += p.length;
+  const out = Buffer.allocUnsafe(size);
+  out[0] = channel;
+  let at = 1;
+  for (const p of parts) at += p.copy(out, at);
+  return out;
+}
+
 /** Options of {@link ChannelWebSocket}. */
 export interface ChannelWebSocketOptions {
   idleTimeoutMs?: number;
@@ -112,13 +123,14 @@ export class ChannelWebSocket extends EventEmitter {
   }
 
   /**
-   * Send `payload` on `channel`. Returns false when the queued output is above the high-water
+   * Send `payload` on `channel` (several buffers: one message of their concatenation, copied once
+   * into it). Returns false when the queued output is above the high-water
    * mark: the caller should pause its producer until `'drain'`. Ignored after finish/close.
    */
-  send(channel: ChannelId, payload: Buffer): boolean {
+  send(channel: ChannelId, payload: Buffer | readonly Buffer[]): boolean {
     if (this.#finishing || this.#closed || this.#ws.readyState !== WebSocket.OPEN) return true;
     this.#touch();
-    this.#write(encodeChannelMessage(channel, payload));
+    this.#write(Buffer.isBuffer(payload) ? encodeChannelMessage(channel, payload) : encodeJoined(channel, payload));
     if (this.#queued > WS_WRITE_HIGH_WATER_BYTES) this.#wantDrain = true;
     return !this.#wantDrain;
   }

@@ -11,6 +11,12 @@ import { exitCodeOf, killGroup, podEnv, resolveExecutable, type LaunchTarget } f
 /** The default terminal size when the client sent none (as runc/containerd use). */
 export const DEFAULT_TERMINAL_SIZE: TerminalSize = { width: 80, height: 24 };
 
+/**
+ * How many bytes may wait in a process's stdin pipe queue before writers are told to wait (more
+ * than the pipe's own 16 KiB highWaterMark, so the writes of one event-loop turn can be batched).
+ */
+export const STDIN_QUEUE_BYTES = 256 * 1024;
+
 /** A running local process. Output is broadcast through {@link FanOut}s with backpressure. */
 export interface LocalProcess {
   readonly pid: number | undefined;
@@ -64,6 +70,13 @@ function spawnPipes(file: string, command: string[], target: LaunchTarget, env: 
   });
   let stdinEnded = false;
   let done = false;
+  // Stdin writes of one event-loop turn (several DATA pieces of each socket read) are corked and
+  // go to the pipe as one writev when the turn's I/O is done, instead of one syscall per piece.
+  let stdinCorked = false;
+  const uncorkStdin = (): void => {
+    stdinCorked = false;
+    child.stdin.uncork();
+  };
   const exited = new Promise<number>((resolve, reject) => {
     let spawned = false;
     child.once('spawn', () => (spawned = true));
@@ -85,10 +98,17 @@ function spawnPipes(file: string, command: string[], target: LaunchTarget, env: 
     exited,
     writeStdin(chunk) {
       if (stdinEnded || child.stdin.destroyed) return true;
-      return child.stdin.write(chunk);
+      if (!stdinCorked) {
+        stdinCorked = true;
+        child.stdin.cork();
+        setImmediate(uncorkStdin);
+      }
+      child.stdin.write(chunk);
+      return child.stdin.writableLength < STDIN_QUEUE_BYTES;
     },
     onStdinDrain(cb) {
-      if (child.stdin.destroyed || !child.stdin.writableNeedDrain) cb();
+      // Above STDIN_QUEUE_BYTES a write has returned false, so 'drain' follows once it is flushed.
+      if (child.stdin.destroyed || child.stdin.writableLength < STDIN_QUEUE_BYTES) cb();
       else {
         const once = (): void => {
           child.stdin.off('drain', once);
@@ -102,7 +122,7 @@ function spawnPipes(file: string, command: string[], target: LaunchTarget, env: 
     endStdin() {
       if (stdinEnded) return;
       stdinEnded = true;
-      child.stdin.end();
+      child.stdin.end(); // flushes corked writes first
     },
     resize() {
       // no terminal

@@ -117,7 +117,7 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
       // The peer sent its last frame. Deliver what is still queued behind a full stream, then fail
       // the streams it left unfinished, flush ours and finish (http server sockets are half-open).
       this.intake.whenDispatched(() => {
-        if (this.intake.bufferedBytes > 0 && !this.intake.isStopped) {
+        if (this.intake.midFrame && !this.intake.isStopped) {
           this.log.warn(`spdy: peer closed the connection mid-frame (${this.intake.bufferedBytes} bytes pending)`);
         }
         this.intake.stop();
@@ -229,8 +229,8 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   // ---- SpdyStreamOwner ----
 
   /** @internal */
-  sendData(streamId: number, data: Buffer, fin: boolean): void {
-    this.writeFrame({ type: 'data', streamId, fin, data });
+  sendData(streamId: number, data: Buffer | readonly Buffer[], fin: boolean): void {
+    this.writer.writeData(streamId, fin, data);
   }
 
   /** @internal */
@@ -272,7 +272,7 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   onFrame(f: SpdyFrame, headers: SpdyHeaders | undefined): void {
     switch (f.type) {
       case 'data':
-        return this.onDataFrame(f.streamId, f.data, f.fin);
+        return this.onDataFrame(f.streamId, f.data, f.fin, f.continued === true);
       case 'syn_stream':
       case 'syn_reply':
       case 'headers':
@@ -308,9 +308,11 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
     }
   }
 
-  private onDataFrame(id: number, data: Buffer, fin: boolean): void {
+  /** One DATA frame, or one piece of it (`continued`: not its first piece) as the bytes arrive. */
+  private onDataFrame(id: number, data: Buffer, fin: boolean, continued: boolean): void {
     const stream = this.streams.get(id);
-    if (stream === undefined) return this.unknownStream(id, 'DATA');
+    // A frame's later pieces follow its first, which was already answered (or dropped) if unknown.
+    if (stream === undefined) return continued ? undefined : this.unknownStream(id, 'DATA');
     if (stream.remoteFinished) {
       return this.streamError(stream.id, RstStatus.STREAM_ALREADY_CLOSED, `DATA on stream ${id} after FIN`);
     }

@@ -21,7 +21,7 @@ export interface FrameSink {
  * one socket read of frames is held in memory: TCP carries the backpressure to the peer.
  */
 export class FrameIntake {
-  private readonly parser = new FrameParser();
+  private readonly parser = new FrameParser({ streamData: true });
   private readonly queue: SpdyFrame[] = [];
   private readonly blockedBy = new Set<object>();
   private decoding = false;
@@ -44,6 +44,11 @@ export class FrameIntake {
   /** Bytes held for an incomplete frame. */
   get bufferedBytes(): number {
     return this.parser.bufferedBytes;
+  }
+
+  /** True while a frame is incomplete. */
+  get midFrame(): boolean {
+    return this.parser.midFrame;
   }
 
   /** True after {@link stop}. */

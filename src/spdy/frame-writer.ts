@@ -2,7 +2,13 @@
  * Writes frames to the socket in production order and tells writers when the socket queue has room.
  */
 import type { Duplex } from 'node:stream';
-import { encodeFrame, type SpdyFrame } from './frame.js';
+import { encodeDataHeader, encodeFrame, type SpdyFrame } from './frame.js';
+
+function totalLength(bufs: readonly Buffer[]): number {
+  let n = 0;
+  for (const b of bufs) n += b.length;
+  return n;
+}
 
 /**
  * All outgoing frames of a connection go through one FrameWriter, synchronously, so the order on
@@ -12,6 +18,7 @@ import { encodeFrame, type SpdyFrame } from './frame.js';
 export class FrameWriter {
   private readonly waiters: ((err?: Error | null) => void)[] = [];
   private failure: Error | undefined;
+  private batching = false;
 
   /**
    * @param socket the connection socket.
@@ -27,6 +34,7 @@ export class FrameWriter {
   /** Encodes and writes one frame now (DATA as header + payload in one corked write). */
   write(frame: SpdyFrame): void {
     if (this.socket.writableEnded || this.socket.destroyed) return this.onDrop(frame);
+    this.batch();
     const bufs = encodeFrame(frame);
     if (bufs.length === 1) {
       this.socket.write(bufs[0], this.release);
@@ -35,6 +43,32 @@ export class FrameWriter {
     this.socket.cork();
     for (let i = 0; i < bufs.length; i++) {
       this.socket.write(bufs[i], i === bufs.length - 1 ? this.release : undefined);
+    }
+    this.socket.uncork();
+  }
+
+  /**
+   * Writes one DATA frame whose payload is `payload` (one buffer, or several sent back to back
+   * without copying them into one), as header + payload in one corked write.
+   */
+  writeData(streamId: number, fin: boolean, payload: Buffer | readonly Buffer[]): void {
+    if (this.socket.writableEnded || this.socket.destroyed) {
+      const data = Buffer.isBuffer(payload) ? payload : Buffer.concat(payload);
+      return this.onDrop({ type: 'data', streamId, fin, data });
+    }
+    this.batch();
+    const header = encodeDataHeader(streamId, fin, Buffer.isBuffer(payload) ? payload.length : totalLength(payload));
+    if (Buffer.isBuffer(payload) && payload.length === 0) {
+      this.socket.write(header, this.release);
+      return;
+    }
+    this.socket.cork();
+    this.socket.write(header);
+    if (Buffer.isBuffer(payload)) {
+      this.socket.write(payload, this.release);
+    } else {
+      const last = payload.length - 1;
+      for (let i = 0; i <= last; i++) this.socket.write(payload[i], i === last ? this.release : undefined);
     }
     this.socket.uncork();
   }
@@ -52,6 +86,23 @@ export class FrameWriter {
     this.failure ??= err;
     for (const cb of this.waiters.splice(0)) cb(err);
   }
+
+  /**
+   * Frames produced in one event-loop turn (say, the chunks of all the reads a poll phase delivered)
+   * leave in one writev once the turn's I/O callbacks are done, not one syscall per frame. The
+   * order is unchanged: the socket's own queue keeps every write in sequence.
+   */
+  private batch(): void {
+    if (this.batching) return;
+    this.batching = true;
+    this.socket.cork();
+    setImmediate(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    this.batching = false;
+    this.socket.uncork();
+  };
 
   private readonly release = (): void => {
     while (this.waiters.length > 0 && this.socket.writableLength < this.maxQueued) this.waiters.shift()!();

@@ -46,7 +46,17 @@ export interface SpdySetting {
 
 /** One SPDY/3 frame; `headerBlock` holds the still-compressed header block. */
 export type SpdyFrame =
-  | { type: 'data'; streamId: number; fin: boolean; data: Buffer }
+  | {
+      type: 'data';
+      streamId: number;
+      fin: boolean;
+      data: Buffer;
+      /**
+       * Only from a parser with {@link FrameParserOptions.streamData}: true on the second and later
+       * pieces of one DATA frame (the first piece carries the frame's start; `fin` only the last).
+       */
+      continued?: boolean;
+    }
   | {
       type: 'syn_stream';
       streamId: number;
@@ -78,6 +88,16 @@ function checkId(id: number, what: string): void {
   assert.ok(Number.isInteger(id) && id >= 0 && id <= MAX_ID, `${what} ${id} is not a 31-bit id`);
 }
 
+/** The 8-byte header of a DATA frame carrying `length` payload bytes. */
+export function encodeDataHeader(streamId: number, fin: boolean, length: number): Buffer {
+  checkId(streamId, 'stream id');
+  assert.ok(length <= MAX_FRAME_PAYLOAD, 'DATA payload exceeds 24 bits');
+  const h = Buffer.allocUnsafe(HEADER_BYTES);
+  h.writeUInt32BE(streamId, 0);
+  h.writeUInt32BE(((fin ? FLAG_FIN : 0) << 24) | length, 4);
+  return h;
+}
+
 /**
  * Encodes one frame. DATA returns `[header, payload]` so the payload is not copied; control frames
  * return a single buffer.
@@ -85,11 +105,7 @@ function checkId(id: number, what: string): void {
 export function encodeFrame(frame: SpdyFrame): Buffer[] {
   switch (frame.type) {
     case 'data': {
-      checkId(frame.streamId, 'stream id');
-      assert.ok(frame.data.length <= MAX_FRAME_PAYLOAD, 'DATA payload exceeds 24 bits');
-      const h = Buffer.allocUnsafe(HEADER_BYTES);
-      h.writeUInt32BE(frame.streamId, 0);
-      h.writeUInt32BE(((frame.fin ? FLAG_FIN : 0) << 24) | frame.data.length, 4);
+      const h = encodeDataHeader(frame.streamId, frame.fin, frame.data.length);
       return frame.data.length > 0 ? [h, frame.data] : [h];
     }
     case 'syn_stream': {
@@ -153,10 +169,20 @@ export function encodeFrame(frame: SpdyFrame): Buffer[] {
   }
 }
 
+/** The DATA member of {@link SpdyFrame}. */
+export type DataFrame = Extract<SpdyFrame, { type: 'data' }>;
+
 /** Options of {@link FrameParser}. */
 export interface FrameParserOptions {
   /** Largest accepted payload in bytes; default {@link DEFAULT_MAX_FRAME_SIZE}. */
   maxFrameSize?: number;
+  /**
+   * Deliver DATA payloads in pieces as the bytes arrive instead of assembling whole frames: a frame
+   * that spans input chunks comes out as several `data` frames of the same stream (the later ones
+   * marked `continued`, only the last one carrying `fin`), each a slice of an input chunk, so no
+   * payload byte is ever copied. An empty DATA frame still comes out once.
+   */
+  streamData?: boolean;
 }
 
 interface PendingHeader {
@@ -165,6 +191,10 @@ interface PendingHeader {
   typeOrStream: number;
   flags: number;
   length: number;
+  /** DATA in streamData mode: payload bytes not yet delivered. */
+  remaining: number;
+  /** DATA in streamData mode: a piece of this frame was delivered already. */
+  started: boolean;
 }
 
 function connError(code: 'SPDY_BAD_VERSION' | 'SPDY_BAD_FRAME' | 'SPDY_FRAME_TOO_LARGE', msg: string) {
@@ -183,6 +213,7 @@ function connError(code: 'SPDY_BAD_VERSION' | 'SPDY_BAD_FRAME' | 'SPDY_FRAME_TOO
  */
 export class FrameParser {
   private readonly maxFrameSize: number;
+  private readonly streamData: boolean;
   private chunks: Buffer[] = [];
   private offset = 0; // into chunks[0]
   private available = 0;
@@ -194,6 +225,7 @@ export class FrameParser {
   /** @param options parser limits. */
   constructor(options: FrameParserOptions = {}) {
     this.maxFrameSize = Math.min(options.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_PAYLOAD);
+    this.streamData = options.streamData ?? false;
   }
 
   /** True when a deferred error will be thrown by the next `push` (call `push(Buffer.alloc(0))`). */
@@ -204,6 +236,11 @@ export class FrameParser {
   /** Bytes held for an incomplete frame. */
   get bufferedBytes(): number {
     return this.available;
+  }
+
+  /** True while a frame is incomplete (bytes held, or a DATA frame partly delivered in pieces). */
+  get midFrame(): boolean {
+    return this.available > 0 || this.header !== undefined;
   }
 
   /** Feeds bytes; returns the frames completed by them, in wire order. */
@@ -303,7 +340,7 @@ export class FrameParser {
           this.discard(length);
           return { type: 'unknown', frameType: type, flags };
         }
-        this.header = { control, typeOrStream: type, flags, length };
+        this.header = { control, typeOrStream: type, flags, length, remaining: length, started: false };
       } else {
         const streamId = word & MAX_ID;
         if (streamId === 0) throw connError('SPDY_BAD_FRAME', 'DATA frame on stream 0');
@@ -316,10 +353,11 @@ export class FrameParser {
             streamId,
           );
         }
-        this.header = { control, typeOrStream: streamId, flags, length };
+        this.header = { control, typeOrStream: streamId, flags, length, remaining: length, started: false };
       }
     }
     const header = this.header;
+    if (this.streamData && !header.control) return this.nextDataPiece(header);
     if (this.available < header.length) return undefined;
     this.header = undefined;
     const payload = this.take(header.length);
@@ -328,7 +366,35 @@ export class FrameParser {
     }
     return decodeControl(header.typeOrStream, header.flags, payload);
   }
+
+  /** streamData mode: the next piece of the current DATA frame, a slice of the first input chunk. */
+  private nextDataPiece(header: PendingHeader): SpdyFrame | undefined {
+    let data: Buffer;
+    if (header.remaining === 0) {
+      if (header.started) return undefined; // unreachable: a finished frame clears the header
+      data = EMPTY;
+    } else {
+      const first = this.chunks[0];
+      if (first === undefined) return undefined;
+      const n = Math.min(header.remaining, first.length - this.offset);
+      data = this.take(n);
+      header.remaining -= n;
+    }
+    const last = header.remaining === 0;
+    const piece: DataFrame = {
+      type: 'data',
+      streamId: header.typeOrStream,
+      fin: last && (header.flags & FLAG_FIN) !== 0,
+      data,
+    };
+    if (header.started) piece.continued = true;
+    header.started = true;
+    if (last) this.header = undefined;
+    return piece;
+  }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 function isKnownType(type: number): boolean {
   return type >= 1 && type <= 9 && type !== 5;

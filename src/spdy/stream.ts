@@ -15,8 +15,11 @@ export const MAX_DATA_FRAME_BYTES = 1024 * 1024;
  * @internal
  */
 export interface SpdyStreamOwner {
-  /** Queues a DATA frame on the socket, in order with all other frames. */
-  sendData(streamId: number, data: Buffer, fin: boolean): void;
+  /**
+   * Queues a DATA frame on the socket, in order with all other frames; several buffers make one
+   * frame whose payload is their concatenation (sent without copying).
+   */
+  sendData(streamId: number, data: Buffer | readonly Buffer[], fin: boolean): void;
   /** Queues a SYN_REPLY frame. */
   sendReply(streamId: number, headers: SpdyHeadersInit): void;
   /** Queues a RST_STREAM frame. */
@@ -154,7 +157,9 @@ export class SpdyStream extends Duplex {
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
     if (this.connectionError) return cb(this.connectionError);
     if (this.resetReceived) return cb(); // the peer reset the stream: it takes nothing more
-    this.sendChunks([chunk]);
+    this.ensureReplied();
+    assert.ok(!this.localFinSent, `write on stream ${this.id} after FIN`);
+    this.sendBuffer(chunk);
     this.owner.whenWritable(cb);
   }
 
@@ -189,13 +194,35 @@ export class SpdyStream extends Duplex {
   private sendChunks(chunks: Buffer[]): void {
     this.ensureReplied();
     assert.ok(!this.localFinSent, `write on stream ${this.id} after FIN`);
-    // Coalesce small writev batches into one frame; split anything above the frame limit.
-    const total = chunks.reduce((n, c) => n + c.length, 0);
-    if (chunks.length > 1 && total <= MAX_DATA_FRAME_BYTES) chunks = [Buffer.concat(chunks, total)];
+    // A writev batch becomes as few frames as the frame limit allows, each sent as its header plus
+    // the chunks themselves (no copy into one buffer); a chunk above the limit is split.
+    let batch: Buffer[] = [];
+    let size = 0;
     for (const chunk of chunks) {
-      for (let at = 0; at < chunk.length; at += MAX_DATA_FRAME_BYTES) {
-        this.owner.sendData(this.id, chunk.subarray(at, at + MAX_DATA_FRAME_BYTES), false);
+      if (chunk.length === 0) continue;
+      if (size + chunk.length > MAX_DATA_FRAME_BYTES && batch.length > 0) {
+        this.owner.sendData(this.id, batch.length === 1 ? batch[0]! : batch, false);
+        batch = [];
+        size = 0;
       }
+      if (chunk.length > MAX_DATA_FRAME_BYTES) {
+        this.sendBuffer(chunk);
+        continue;
+      }
+      batch.push(chunk);
+      size += chunk.length;
+    }
+    if (batch.length > 0) this.owner.sendData(this.id, batch.length === 1 ? batch[0]! : batch, false);
+  }
+
+  /** One buffer as DATA frames of at most {@link MAX_DATA_FRAME_BYTES}. */
+  private sendBuffer(chunk: Buffer): void {
+    if (chunk.length <= MAX_DATA_FRAME_BYTES) {
+      if (chunk.length > 0) this.owner.sendData(this.id, chunk, false);
+      return;
+    }
+    for (let at = 0; at < chunk.length; at += MAX_DATA_FRAME_BYTES) {
+      this.owner.sendData(this.id, chunk.subarray(at, at + MAX_DATA_FRAME_BYTES), false);
     }
   }
 

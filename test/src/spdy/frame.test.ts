@@ -182,3 +182,106 @@ describe('FrameParser errors', () => {
     expect(p.bufferedBytes).toBe(0);
   });
 });
+
+describe('FrameParser streamData mode (DATA pieces as the bytes arrive)', () => {
+  type Data = Extract<SpdyFrame, { type: 'data' }>;
+  /** Joins the pieces of each DATA frame back into whole frames; checks the piece rules on the way. */
+  const join = (out: SpdyFrame[]): SpdyFrame[] => {
+    const frames: SpdyFrame[] = [];
+    let open: { id: number; parts: Buffer[] } | undefined;
+    for (const f of out) {
+      if (f.type !== 'data') {
+        expect(open).toBeUndefined();
+        frames.push(f);
+        continue;
+      }
+      if (f.continued) {
+        expect(open?.id).toBe(f.streamId);
+      } else {
+        expect(open).toBeUndefined();
+        open = { id: f.streamId, parts: [] };
+      }
+      open!.parts.push(f.data);
+      if (f.fin) {
+        frames.push({ type: 'data', streamId: f.streamId, fin: f.fin, data: Buffer.concat(open!.parts) });
+        open = undefined;
+      }
+    }
+    return frames;
+  };
+
+  it('a frame inside one chunk comes out whole, as a view of the input', () => {
+    const payload = Buffer.from('payload bytes');
+    const bytes = wire({ type: 'data', streamId: 3, fin: true, data: payload });
+    const out = new FrameParser({ streamData: true }).push(bytes);
+    expect(out).toEqual([{ type: 'data', streamId: 3, fin: true, data: payload }]);
+    expect((out[0] as Data).data.buffer).toBe(bytes.buffer);
+  });
+
+  it('an empty FIN frame comes out once', () => {
+    const p = new FrameParser({ streamData: true });
+    expect(p.push(wire({ type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0) }))).toEqual([
+      { type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0) },
+    ]);
+    expect(p.midFrame).toBe(false);
+  });
+
+  it('a frame spanning chunks comes out in pieces without copying, FIN only on the last', () => {
+    const payload = Buffer.alloc(100_000);
+    for (let i = 0; i < payload.length; i++) payload[i] = (i * 7) & 0xff;
+    const all = Buffer.concat([
+      wire({ type: 'data', streamId: 5, fin: true, data: payload }),
+      wire({ type: 'ping', id: 2 }),
+    ]);
+    const p = new FrameParser({ streamData: true });
+    const out: SpdyFrame[] = [];
+    const inputs: Buffer[] = [];
+    for (let at = 0; at < all.length; at += 65_536) {
+      const c = Buffer.from(all.subarray(at, at + 65_536)); // each chunk its own memory, like socket reads
+      inputs.push(c);
+      out.push(...p.push(c));
+      if (at === 0) expect(p.midFrame).toBe(true);
+    }
+    const pieces = out.filter((f): f is Data => f.type === 'data');
+    expect(pieces.length).toBe(2);
+    expect(pieces.map((f) => [f.fin, f.continued === true])).toEqual([
+      [false, false],
+      [true, true],
+    ]);
+    pieces.forEach((f, i) => expect(f.data.buffer).toBe(inputs[i]!.buffer));
+    expect(Buffer.concat(pieces.map((f) => f.data)).equals(payload)).toBe(true);
+    expect(out[out.length - 1]).toEqual({ type: 'ping', id: 2 });
+    expect(p.midFrame).toBe(false);
+  });
+
+  it('property: random frames under random chunking join back to the frames sent', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ id: fc.integer({ min: 1, max: 0x7fffffff }), data: fc.uint8Array({ maxLength: 300 }) }), { maxLength: 8 }),
+        fc.array(fc.integer({ min: 1, max: 50 }), { minLength: 1, maxLength: 20 }),
+        (frames, cuts) => {
+          // FIN on every frame so that join() knows where each one ends.
+          const expected: SpdyFrame[] = frames.map((f) => ({ type: 'data', streamId: f.id, fin: true, data: Buffer.from(f.data) }));
+          const all = Buffer.concat([...expected.map(wire), wire({ type: 'ping', id: 1 })]);
+          const p = new FrameParser({ streamData: true });
+          const got: SpdyFrame[] = [];
+          let at = 0;
+          for (let i = 0; at < all.length; i++) {
+            const n = cuts[i % cuts.length]!;
+            got.push(...p.push(all.subarray(at, at + n)));
+            at += n;
+          }
+          for (const f of got) if (f.type === 'data') expect(f.data.length > 0 || f.fin).toBe(true);
+          expect(join(got)).toEqual([...expected, { type: 'ping', id: 1 }]);
+        },
+      ),
+    );
+  });
+
+  it('oversized DATA is still a stream error with the payload skipped', () => {
+    const p = new FrameParser({ streamData: true, maxFrameSize: 10 });
+    const big = wire({ type: 'data', streamId: 3, fin: false, data: Buffer.alloc(20) });
+    expect(() => p.push(big)).toThrow(SpdyProtocolError);
+    expect(p.push(wire({ type: 'ping', id: 4 }))).toEqual([{ type: 'ping', id: 4 }]);
+  });
+});

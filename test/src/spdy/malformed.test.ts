@@ -121,6 +121,38 @@ describe('malformed input to a server SpdyConnection', { timeout: 20_000 }, () =
     expect(t.logs.warn).toEqual([expect.stringMatching(/unknown stream 5/)]);
   });
 
+  it('DATA on an unknown stream arriving in several socket reads → one RST_STREAM', async () => {
+    const t = await rawServer();
+    const bytes = wire({ type: 'data', streamId: 5, fin: false, data: Buffer.alloc(3000, 7) });
+    for (let at = 0; at < bytes.length; at += 1000) {
+      t.raw.write(bytes.subarray(at, at + 1000));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(await t.next()).toEqual({ type: 'rst_stream', streamId: 5, status: RstStatus.INVALID_STREAM });
+    await t.alive();
+    expect(t.logs.warn).toEqual([expect.stringMatching(/unknown stream 5/)]);
+  });
+
+  it('a DATA frame arriving in several socket reads reaches the stream intact', async () => {
+    const t = await rawServer();
+    t.raw.write(wire(t.syn(1)));
+    expect(await t.next()).toMatchObject({ type: 'syn_reply', streamId: 1 });
+    const payload = Buffer.alloc(3000);
+    for (let i = 0; i < payload.length; i++) payload[i] = i & 0xff;
+    const bytes = wire({ type: 'data', streamId: 1, fin: true, data: payload });
+    for (let at = 0; at < bytes.length; at += 1000) {
+      t.raw.write(bytes.subarray(at, at + 1000));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const chunks: Buffer[] = [];
+    const stream = t.streams[0]!;
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    await once(stream, 'end');
+    expect(Buffer.concat(chunks).equals(payload)).toBe(true);
+    await t.alive();
+    expect(t.logs.warn).toEqual([]);
+  });
+
   it('DATA after FIN → RST_STREAM(STREAM_ALREADY_CLOSED)', async () => {
     const t = await rawServer();
     t.raw.write(wire(t.syn(1), { type: 'data', streamId: 1, fin: true, data: Buffer.from('a') }));
