@@ -43,6 +43,11 @@ export interface TunnelRelayOptions {
   highWaterBytes?: number;
   /** Send-buffer level that resumes it (default TUNNEL_LOW_WATER_BYTES). */
   lowWaterBytes?: number;
+  /**
+   * The client's socket under `ws`: corked for one event-loop turn so the messages of all the
+   * upstream reads in that turn leave in one writev (as the splice and the SPDY writer do).
+   */
+  clientSocket?: Duplex;
 }
 
 /** Why the tunnel ended: which side first, and how. */
@@ -87,8 +92,19 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
     wsFull = false;
     if (!upThrottle?.throttled && ended === undefined) upstream.resume();
   };
+  const clientSocket = options.clientSocket;
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    clientSocket?.uncork();
+  };
   const toClient = (chunk: Buffer): void => {
     bytes.toClient += chunk.length;
+    if (clientSocket && !corked && !clientSocket.writableEnded) {
+      corked = true;
+      clientSocket.cork();
+      setImmediate(uncork);
+    }
     ws.send(chunk, { binary: true }, onSent);
     if (ws.bufferedAmount >= high) {
       wsFull = true;

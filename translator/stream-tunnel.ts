@@ -191,6 +191,7 @@ export class StreamTunnelProxy {
       const relay = relayTunnel(upgraded, upstreamSocket, response.rest, {
         maxBytesPerSec: this.#options.maxBytesPerSec,
         pingPeriodMs: this.#options.pingPeriodMs ?? 0,
+        clientSocket: socket,
       });
       const ws = upgraded;
       const goAway = (reason: string): void => ws.close(1001, reason);
