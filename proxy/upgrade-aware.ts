@@ -13,7 +13,6 @@ import {
   ProxyError,
   UpgradeMismatchError,
   UpstreamClosedError,
-  UpstreamTimeoutError,
   statusForError,
 } from '../src/errors.js';
 import type { Upstream } from '../src/upstream.js';
@@ -29,6 +28,7 @@ import {
 import { ResponseHeadParser, MAX_RESPONSE_HEAD_BYTES, type CompleteResponseHead } from './response-head.js';
 import { spliceSockets, type Splice } from './splice.js';
 import { closeAfterAnswer } from './close-after-answer.js';
+import { exchangeUpgradeHead } from './upstream-exchange.js';
 
 /**
  * How long an upstream error response (≥ 400) may take to reach the client; apiserver sets the same
@@ -84,38 +84,27 @@ export class UpgradeAwareProxy {
   async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo): Promise<UpgradeOutcome> {
     // Leave later client bytes in the socket until the upstream has said 101; they are relayed then.
     socket.pause();
-    const controller = new AbortController();
-    const onClientGone = (): void => controller.abort(new Error('client closed the connection'));
-    socket.once('close', onClientGone);
-    const timer = setTimeout(
-      () => controller.abort(new UpstreamTimeoutError(this.#options.responseTimeoutMs)),
-      this.#options.responseTimeoutMs,
-    );
-    let upstreamSocket: Socket | undefined;
-    try {
-      const upstream = this.#options.upstream;
-      const auth = await upstream.authHeaders();
-      const requestBytes = requestHead(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth));
-      upstreamSocket = await upstream.dial(controller.signal);
-      // Errors are also observed by the reader and the splice; this keeps a late reset from being uncaught.
-      upstreamSocket.on('error', () => {});
-      upstreamSocket.write(head.length > 0 ? Buffer.concat([requestBytes, head]) : requestBytes);
-      const response = await readResponseHead(upstreamSocket, controller.signal, this.#options.maxResponseHeadBytes);
-      clearTimeout(timer);
-      socket.off('close', onClientGone);
-      if (socket.destroyed) {
-        upstreamSocket.destroy();
+    const upstream = this.#options.upstream;
+    const exchange = await exchangeUpgradeHead({
+      upstream,
+      clientSocket: socket,
+      timeoutMs: this.#options.responseTimeoutMs,
+      ...(this.#options.maxResponseHeadBytes !== undefined ? { maxHeadBytes: this.#options.maxResponseHeadBytes } : {}),
+      request: (auth) => {
+        const requestBytes = requestHead(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth));
+        return head.length > 0 ? Buffer.concat([requestBytes, head]) : requestBytes;
+      },
+    });
+    switch (exchange.kind) {
+      case 'client-gone':
         return { kind: 'client-gone', statusCode: 499 };
+      case 'failed': {
+        const status = statusForError(exchange.error);
+        closeAfterAnswer(socket, status);
+        return { kind: 'error', statusCode: status.code ?? 500, error: exchange.error };
       }
-      return this.#answer(req, socket, upstreamSocket, response);
-    } catch (e) {
-      clearTimeout(timer);
-      socket.off('close', onClientGone);
-      upstreamSocket?.destroy();
-      if (socket.destroyed) return { kind: 'client-gone', statusCode: 499 };
-      const status = statusForError(e);
-      closeAfterAnswer(socket, status);
-      return { kind: 'error', statusCode: status.code ?? 500, error: e };
+      case 'answered':
+        return this.#answer(req, socket, exchange.upstreamSocket, exchange.response);
     }
   }
 

@@ -17,12 +17,12 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { requestHead, type ClientInfo } from '../proxy/forwarded-headers.js';
 import type { CompleteResponseHead } from '../proxy/response-head.js';
-import { readResponseHead, relayErrorResponse } from '../proxy/upgrade-aware.js';
+import { relayErrorResponse } from '../proxy/upgrade-aware.js';
+import { exchangeUpgradeHead } from '../proxy/upstream-exchange.js';
 import {
   InvalidUpgradeResponseError,
   NoTunnelingProtocolError,
   UpgradeMismatchError,
-  UpstreamTimeoutError,
   statusForError,
 } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
@@ -135,39 +135,26 @@ export class StreamTunnelProxy {
     }
     // Nothing the client sends is read until the WebSocket is open (the relay resumes it).
     socket.pause();
-    const controller = new AbortController();
-    const onClientGone = (): void => controller.abort(new Error('client closed the connection'));
-    socket.once('close', onClientGone);
-    const timer = setTimeout(
-      () => controller.abort(new UpstreamTimeoutError(this.#options.responseTimeoutMs)),
-      this.#options.responseTimeoutMs,
-    );
-    let upstreamSocket: Socket | undefined;
-    try {
-      const upstream = this.#options.upstream;
-      const auth = await upstream.authHeaders();
-      const headers = tunnelRequestHeaders(req.rawHeaders, protocols, client, auth, upstream.host);
-      const requestBytes = requestHead('POST', upstream.target(req.url ?? '/'), headers);
-      upstreamSocket = await upstream.dial(controller.signal);
-      upstreamSocket.on('error', () => {});
-      upstreamSocket.write(requestBytes);
-      const response = await readResponseHead(upstreamSocket, controller.signal, this.#options.maxResponseHeadBytes);
-      clearTimeout(timer);
-      socket.off('close', onClientGone);
-      if (socket.destroyed) {
-        upstreamSocket.destroy();
+    const upstream = this.#options.upstream;
+    const exchange = await exchangeUpgradeHead({
+      upstream,
+      clientSocket: socket,
+      timeoutMs: this.#options.responseTimeoutMs,
+      ...(this.#options.maxResponseHeadBytes !== undefined ? { maxHeadBytes: this.#options.maxResponseHeadBytes } : {}),
+      request: (auth) =>
+        requestHead('POST', upstream.target(req.url ?? '/'), tunnelRequestHeaders(req.rawHeaders, protocols, client, auth, upstream.host)),
+    });
+    switch (exchange.kind) {
+      case 'client-gone':
         return { kind: 'client-gone', statusCode: 499 };
+      case 'failed': {
+        const status = statusForError(exchange.error);
+        closeAfterAnswer(socket, status);
+        const code = status.code ?? 500;
+        return { kind: 'error', statusCode: code, tunnelCode: code, error: exchange.error };
       }
-      return this.#answer(req, socket, head, upstreamSocket, response);
-    } catch (e) {
-      clearTimeout(timer);
-      socket.off('close', onClientGone);
-      upstreamSocket?.destroy();
-      if (socket.destroyed) return { kind: 'client-gone', statusCode: 499 };
-      const status = statusForError(e);
-      closeAfterAnswer(socket, status);
-      const code = status.code ?? 500;
-      return { kind: 'error', statusCode: code, tunnelCode: code, error: e };
+      case 'answered':
+        return this.#answer(req, socket, head, exchange.upstreamSocket, exchange.response);
     }
   }
 

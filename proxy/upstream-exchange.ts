@@ -1,0 +1,64 @@
+/**
+ * One upgrade request → response-head exchange with the upstream, shared by the passthrough
+ * (UpgradeAwareProxy) and the port-forward tunnel: dial (TLS/ALPN and credentials from `Upstream`),
+ * write the request head, read the response head with every byte kept, all under one deadline, and
+ * abandoned as soon as the client goes away.
+ */
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { UpstreamTimeoutError } from '../src/errors.js';
+import type { Upstream } from '../src/upstream.js';
+import type { CompleteResponseHead } from './response-head.js';
+import { readResponseHead } from './upgrade-aware.js';
+
+/** What {@link exchangeUpgradeHead} needs. */
+export interface UpgradeExchange {
+  upstream: Upstream;
+  /** The hijacked client socket: its 'close' abandons the exchange. Left paused by the caller. */
+  clientSocket: Duplex;
+  /** Deadline for dial + complete response head, in ms (`--upgrade-response-timeout`). */
+  timeoutMs: number;
+  /** Cap on the response head's bytes. */
+  maxHeadBytes?: number;
+  /** The bytes to send: request head (and any early client bytes), given the upstream's auth headers. */
+  request(auth: Record<string, string>): Buffer;
+}
+
+/** How the exchange ended. */
+export type UpgradeExchangeResult =
+  /** The upstream answered; the caller owns `upstreamSocket` (paused) and decides what to do. */
+  | { kind: 'answered'; upstreamSocket: Socket; response: CompleteResponseHead }
+  /** The client left first; everything is cleaned up. */
+  | { kind: 'client-gone' }
+  /** Dial, write, timeout or head error; the upstream socket is destroyed. Answer a Status. */
+  | { kind: 'failed'; error: unknown };
+
+/** Run the exchange. Never throws. */
+export async function exchangeUpgradeHead(o: UpgradeExchange): Promise<UpgradeExchangeResult> {
+  const controller = new AbortController();
+  const onClientGone = (): void => controller.abort(new Error('client closed the connection'));
+  o.clientSocket.once('close', onClientGone);
+  const timer = setTimeout(() => controller.abort(new UpstreamTimeoutError(o.timeoutMs)), o.timeoutMs);
+  let upstreamSocket: Socket | undefined;
+  try {
+    const auth = await o.upstream.authHeaders();
+    const requestBytes = o.request(auth);
+    upstreamSocket = await o.upstream.dial(controller.signal);
+    // Errors are also observed by the head reader and later by the relay; this keeps a late reset
+    // from becoming an uncaught 'error'.
+    upstreamSocket.on('error', () => {});
+    upstreamSocket.write(requestBytes);
+    const response = await readResponseHead(upstreamSocket, controller.signal, o.maxHeadBytes);
+    if (o.clientSocket.destroyed) {
+      upstreamSocket.destroy();
+      return { kind: 'client-gone' };
+    }
+    return { kind: 'answered', upstreamSocket, response };
+  } catch (error) {
+    upstreamSocket?.destroy();
+    return o.clientSocket.destroyed ? { kind: 'client-gone' } : { kind: 'failed', error };
+  } finally {
+    clearTimeout(timer);
+    o.clientSocket.off('close', onClientGone);
+  }
+}
