@@ -52,7 +52,7 @@ function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, auth: Record<s
 
 async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: HandlerDeps): Promise<FastifyReply> {
   const req = request.raw;
-  const auth = await deps.upstream.authHeaders();
+  const auth = await deps.upstream.callerAuthHeaders();
   const upstreamReq = deps.upstream.request({
     method: req.method ?? 'GET',
     path: deps.upstream.target(req.url ?? '/'),

@@ -41,7 +41,7 @@ export async function exchangeUpgradeHead(o: UpgradeExchange): Promise<UpgradeEx
   const timer = setTimeout(() => controller.abort(new UpstreamTimeoutError(o.timeoutMs)), o.timeoutMs);
   let upstreamSocket: Socket | undefined;
   try {
-    const auth = await o.upstream.authHeaders();
+    const auth = await o.upstream.callerAuthHeaders();
     const requestBytes = o.request(auth);
     upstreamSocket = await o.upstream.dial(controller.signal);
     // Errors are also observed by the head reader and later by the relay; this keeps a late reset

@@ -81,11 +81,14 @@ Flags:
   --tls-private-key-file PATH         PEM key for HTTPS.
   --upstream URL                      kube-apiserver/kubelet base URL (http or https).
   --upstream-ca-file PATH             PEM CA bundle to verify the upstream.
-  --upstream-token-file PATH          Bearer token for the upstream (re-read every minute).
-  --upstream-client-cert-file PATH    PEM client certificate for the upstream (with the key).
-  --upstream-client-key-file PATH     PEM client key for the upstream.
-  --kubeconfig PATH                   Take upstream server and credentials from a kubeconfig (current context).
+  --upstream-token-file PATH          The proxy's own bearer token (re-read every minute).
+  --upstream-client-cert-file PATH    The proxy's own PEM client certificate (with the key).
+  --upstream-client-key-file PATH     The proxy's own PEM client key.
+  --kubeconfig PATH                   Take upstream server, trust and the proxy's credentials from a kubeconfig.
   --in-cluster                        Take them from the pod's service account.
+                                      Callers' requests never carry the proxy's own credentials: each
+                                      caller's Authorization/Impersonate-* headers go upstream unchanged
+                                      and the upstream decides (passthrough authentication).
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
   --upgrade-response-timeout DURATION Wait for the upstream's upgrade answer (default ${DEFAULT_UPGRADE_RESPONSE_TIMEOUT}).

@@ -117,7 +117,7 @@ export async function connectUpstreamSpdy(r: UpstreamSpdyRequest): Promise<Upstr
   const timer = setTimeout(() => controller.abort(new UpstreamTimeoutError(r.responseTimeoutMs)), r.responseTimeoutMs);
   let socket: Socket | undefined;
   try {
-    const auth = await r.upstream.authHeaders();
+    const auth = await r.upstream.callerAuthHeaders();
     const head = requestHead(
       r.method ?? 'POST',
       r.upstream.target(r.url),

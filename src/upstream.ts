@@ -40,7 +40,15 @@ export interface UpstreamTls {
 /** Produces the headers that authenticate each upstream request (`Authorization`, `Impersonate-User`). */
 export type AuthHeaderSource = () => Promise<Record<string, string>>;
 
-/** An upstream server and the credentials to reach it. */
+/**
+ * An upstream server and the credentials to reach it.
+ *
+ * Callers' requests (the reverse proxy, upgrades, translation, the tunnel) go upstream with the
+ * CALLER's credentials only (passthrough): the proxy's own identity — its client certificate and
+ * bearer token — is never put on them, so an anonymous caller stays anonymous upstream and nobody
+ * borrows the proxy's rights. The proxy's identity is kept for its own calls (`authHeaders()`,
+ * `tls`) and for the impersonating and kubelet modes.
+ */
 export class Upstream {
   /** `http:` or `https:` base URL; its path is prepended to every request path. */
   readonly url: URL;
@@ -48,13 +56,19 @@ export class Upstream {
   readonly tls: UpstreamTls | undefined;
   readonly #authHeaders: AuthHeaderSource;
   readonly #agent: HttpAgent;
+  /** `tls` without the proxy's client certificate: what callers' connections use. */
+  readonly #callerTls: UpstreamTls | undefined;
 
   constructor(url: URL, tls: UpstreamTls | undefined, authHeaders: AuthHeaderSource = async () => ({})) {
     this.url = url;
     this.tls = url.protocol === 'https:' ? (tls ?? { rejectUnauthorized: true }) : undefined;
     this.#authHeaders = authHeaders;
-    this.#agent = this.tls
-      ? new HttpsAgent({ keepAlive: true, ...this.tls })
+    if (this.tls) {
+      const { cert: _cert, key: _key, ...trust } = this.tls;
+      this.#callerTls = trust;
+    }
+    this.#agent = this.#callerTls
+      ? new HttpsAgent({ keepAlive: true, ...this.#callerTls })
       : new HttpAgent({ keepAlive: true });
   }
 
@@ -73,9 +87,17 @@ export class Upstream {
     return this.url.host;
   }
 
-  /** Headers to add to every upstream request (may re-read a token file or run an exec plugin). */
+  /** The proxy's own authentication headers (may re-read a token file or run an exec plugin). */
   authHeaders(): Promise<Record<string, string>> {
     return this.#authHeaders();
+  }
+
+  /**
+   * Headers the proxy sets on a caller's request: none in passthrough, so the caller's own
+   * `Authorization` and `Impersonate-*` headers go upstream unchanged and the upstream decides.
+   */
+  async callerAuthHeaders(): Promise<Record<string, string>> {
+    return {};
   }
 
   /** The request-target for an incoming `path?query`: the upstream's path prefix joined in front. */
@@ -85,22 +107,22 @@ export class Upstream {
   }
 
   /**
-   * Open one new connection for an upgrade (TLS with ALPN `http/1.1` only). Resolves once connected
+   * Open one new connection for a caller's upgrade (TLS with ALPN `http/1.1` only, no client
+   * certificate of the proxy's). Resolves once connected
    * (and the TLS handshake is done); rejects with UpstreamUnreachableError.
    */
   dial(signal?: AbortSignal): Promise<Socket> {
     return new Promise<Socket>((resolve, reject) => {
       const host = this.hostname;
-      const socket: Socket = this.tls
+      const tls = this.#callerTls;
+      const socket: Socket = tls
         ? tlsConnect({
             host,
             port: this.port,
             ALPNProtocols: [...UPGRADE_ALPN_PROTOCOLS],
-            ...(this.tls.servername !== undefined ? { servername: this.tls.servername } : isIP(host) ? {} : { servername: host }),
-            ...(this.tls.ca ? { ca: this.tls.ca } : {}),
-            ...(this.tls.cert ? { cert: this.tls.cert } : {}),
-            ...(this.tls.key ? { key: this.tls.key } : {}),
-            rejectUnauthorized: this.tls.rejectUnauthorized,
+            ...(tls.servername !== undefined ? { servername: tls.servername } : isIP(host) ? {} : { servername: host }),
+            ...(tls.ca ? { ca: tls.ca } : {}),
+            rejectUnauthorized: tls.rejectUnauthorized,
           })
         : netConnect({ host, port: this.port });
       const connectedEvent = this.tls ? 'secureConnect' : 'connect';

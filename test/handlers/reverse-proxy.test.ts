@@ -159,21 +159,29 @@ describe('catch-all reverse proxy', () => {
     }
   });
 
-  it('replaces the client credentials with the --upstream-token-file bearer token', async () => {
+  it('passthrough: forwards the caller\'s credentials unchanged and never adds the proxy\'s own token', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ksp-token-'));
     writeFileSync(join(dir, 'token'), 'proxy-token\n');
     const p2 = await startProxy(upstream.url, { upstreamTokenFile: join(dir, 'token') });
     try {
       const u = new URL(p2.url);
-      const pending = new Promise<IncomingMessage>((resolve, reject) => {
-        request({ host: u.hostname, port: u.port, path: '/api', headers: { Authorization: 'Bearer client-token' }, agent: false }, resolve)
-          .on('error', reject)
-          .end();
-      });
-      const conn = await upstream.next();
-      expect(headValues(conn.head, 'authorization')).toEqual(['Bearer proxy-token']);
+      const send = (headers: Record<string, string>): Promise<IncomingMessage> =>
+        new Promise<IncomingMessage>((resolve, reject) => {
+          request({ host: u.hostname, port: u.port, path: '/api', headers, agent: false }, resolve).on('error', reject).end();
+        });
+      const withToken = send({ Authorization: 'Bearer client-token', 'Impersonate-User': 'jane' });
+      let conn = await upstream.next();
+      expect(headValues(conn.head, 'authorization')).toEqual(['Bearer client-token']);
+      expect(headValues(conn.head, 'impersonate-user')).toEqual(['jane']);
+      // Connection: close, so that the next request arrives on a new upstream connection.
+      conn.socket.end('HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n');
+      expect((await withToken).statusCode).toBe(204);
+      // An anonymous caller stays anonymous upstream, even though the proxy has a token of its own.
+      const anonymous = send({});
+      conn = await upstream.next();
+      expect(headValues(conn.head, 'authorization')).toEqual([]);
       conn.socket.write('HTTP/1.1 204 No Content\r\n\r\n');
-      expect((await pending).statusCode).toBe(204);
+      expect((await anonymous).statusCode).toBe(204);
     } finally {
       await p2.close();
     }
