@@ -3,15 +3,8 @@
  * `pkg/util/proxy/streamtunnel.go` and `wsstream.IsWebSocketRequest`): which requests the tunnel takes,
  * which SPDY protocols they offer, and the SPDY/3.1 upgrade request head sent upstream in their place.
  */
-import {
-  pairsFromRaw,
-  setHeaders,
-  stripHopByHop,
-  withForwardedHeaders,
-  type ClientInfo,
-  type HeaderPair,
-} from '../proxy/forwarded-headers.js';
-import { HEADER_PROTOCOL_VERSION } from '../src/stream-protocol.js';
+import { pairsFromRaw, type ClientInfo, type HeaderPair } from '../proxy/forwarded-headers.js';
+import { upstreamSpdyHeaders } from '../src/upstream-spdy.js';
 
 /** Prefix of a tunneling WebSocket subprotocol (client-go `WebsocketsSPDYTunnelingPrefix`). */
 export const TUNNELING_PROTOCOL_PREFIX = 'SPDY/3.1+';
@@ -76,22 +69,14 @@ export function answeredSubprotocol(upstreamVersion: string | undefined, offered
   return offered.includes(candidate) ? candidate : undefined;
 }
 
-function isDroppedHeader(lower: string): boolean {
-  return (
-    lower === 'host' ||
-    lower === 'content-length' ||
-    lower === 'x-stream-protocol-version' ||
-    lower.startsWith('sec-websocket-')
-  );
-}
-
 /**
  * The header lines of the SPDY/3.1 upgrade sent upstream in place of the client's WebSocket request
- * (`createSPDYRequest`): the client's lines without hop-by-hop headers, `Sec-WebSocket-*`, `Upgrade`
- * and its own `X-Stream-Protocol-Version`; X-Forwarded-* as on the passthrough; the proxy's upstream
- * credentials (if any) replacing the caller's `Authorization`; then `Content-Length: 0` (a POST with
- * no body, as Go writes it), `Connection: Upgrade`, `Upgrade: SPDY/3.1` and one
- * `X-Stream-Protocol-Version` line per protocol.
+ * (`createSPDYRequest`), built exactly as the translator builds its upstream request
+ * (`upstreamSpdyHeaders`): the client's lines without hop-by-hop headers, `Sec-WebSocket-*`,
+ * `Origin`, `Upgrade` and its own `X-Stream-Protocol-Version`; X-Forwarded-* as on the passthrough;
+ * `auth` (empty in passthrough: the caller's own credentials go up) set over them; then
+ * `Content-Length: 0`, `Connection: Upgrade`, `Upgrade: SPDY/3.1` and one `X-Stream-Protocol-Version`
+ * line per protocol.
  */
 export function tunnelRequestHeaders(
   rawHeaders: readonly string[],
@@ -100,15 +85,5 @@ export function tunnelRequestHeaders(
   auth: Record<string, string>,
   upstreamHost: string,
 ): HeaderPair[] {
-  let pairs = stripHopByHop(pairsFromRaw(rawHeaders)).filter(([n]) => !isDroppedHeader(n.toLowerCase()));
-  pairs = withForwardedHeaders(pairs, client);
-  pairs = setHeaders(pairs, auth);
-  return [
-    ['Host', upstreamHost],
-    ...pairs,
-    ['Content-Length', '0'],
-    ['Connection', 'Upgrade'],
-    ['Upgrade', SPDY_31],
-    ...protocols.map((p): HeaderPair => [HEADER_PROTOCOL_VERSION, p]),
-  ];
+  return upstreamSpdyHeaders(pairsFromRaw(rawHeaders), client, auth, upstreamHost, protocols);
 }

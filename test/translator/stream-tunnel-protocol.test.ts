@@ -102,7 +102,7 @@ describe('tunnelRequestHeaders', () => {
     ]);
   });
 
-  it("uses the proxy's own upstream credentials when it has them", () => {
+  it('sets the given auth headers over the caller\'s (for the impersonating modes; passthrough passes none)', () => {
     const pairs = tunnelRequestHeaders(raw, ['portforward.k8s.io'], client, { Authorization: 'Bearer proxy-token' }, 'u');
     expect(pairs.filter(([n]) => n.toLowerCase() === 'authorization')).toEqual([['Authorization', 'Bearer proxy-token']]);
   });
