@@ -17,8 +17,9 @@ import {
   type ClientInfo,
   type HeaderPair,
 } from '../proxy/forwarded-headers.js';
-import { ResponseHeadParser, type CompleteResponseHead } from '../proxy/response-head.js';
-import { UpgradeMismatchError, UpstreamClosedError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } from './errors.js';
+import type { CompleteResponseHead } from '../proxy/response-head.js';
+import { readResponseHead } from '../proxy/upgrade-aware.js';
+import { UpgradeMismatchError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } from './errors.js';
 import { SpdyConnection, type SpdyLogger } from './spdy/index.js';
 import { errorStatus, isStatus, type V1Status } from './status.js';
 import { HEADER_PROTOCOL_VERSION, StreamProtocolV1Name } from './stream-protocol.js';
@@ -127,7 +128,7 @@ export async function connectUpstreamSpdy(r: UpstreamSpdyRequest): Promise<Upstr
     socket.on('error', () => {});
     socket.setNoDelay(true);
     socket.write(head);
-    const response = await readHead(socket, controller.signal);
+    const response = await readResponseHead(socket, controller.signal);
     const { statusCode, headers } = response.head;
     if (statusCode !== 101) {
       const body = await readBody(socket, response, controller.signal);
@@ -173,12 +174,6 @@ export function refusal(statusCode: number, body: Buffer): UpstreamUpgradeRefuse
     errorStatus(statusCode, `unable to upgrade connection: ${body.toString('utf8').trim()}`),
     false,
   );
-}
-
-/** Read until the response head is complete; the socket is left paused. */
-function readHead(socket: Socket, signal: AbortSignal): Promise<CompleteResponseHead> {
-  const parser = new ResponseHeadParser();
-  return readUntil(socket, signal, (chunk) => parser.push(chunk), () => new UpstreamClosedError(parser.bytesRead));
 }
 
 /**
