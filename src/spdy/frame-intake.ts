@@ -3,7 +3,10 @@
  * dispatch, and pause the socket while anything downstream is not ready.
  */
 import type { Duplex } from 'node:stream';
+import { SpdyProtocolError } from './errors.js';
 import { FrameParser, type SpdyFrame } from './frame.js';
+
+const EMPTY = Buffer.alloc(0);
 import type { HeaderDecompressor, SpdyHeaders } from './header-block.js';
 
 /** Receives frames from a {@link FrameIntake}, strictly in wire order. */
@@ -59,10 +62,17 @@ export class FrameIntake {
   /** Feeds socket bytes. */
   push(chunk: Buffer): void {
     if (this.stopped) return;
-    try {
-      for (const f of this.parser.push(chunk)) this.queue.push(f);
-    } catch (e) {
-      this.sink.onIntakeError(e);
+    let input = chunk;
+    for (;;) {
+      try {
+        for (const f of this.parser.push(input)) this.queue.push(f);
+        break;
+      } catch (e) {
+        this.sink.onIntakeError(e);
+        // A stream-scoped error (an oversized DATA frame, skipped) costs that stream only: parse on.
+        if (this.stopped || !(e instanceof SpdyProtocolError) || !e.streamScoped) break;
+        input = EMPTY;
+      }
     }
     this.drain();
   }

@@ -248,6 +248,8 @@ export class FrameParser {
     if (this.deferred) {
       const e = this.deferred;
       this.deferred = undefined;
+      // Keep the new bytes (unless the parser is dead): the next push parses them.
+      if (!this.fatal && chunk.length > 0) this.append(chunk);
       throw e;
     }
     if (this.fatal) throw this.fatal;

@@ -128,6 +128,16 @@ function expectError(bytes: Buffer, code: string, status: number, streamId?: num
 }
 
 describe('FrameParser errors', () => {
+  it('keeps a chunk pushed while a stream-scoped error is pending (found by the fuzz tests)', () => {
+    const p = new FrameParser({ maxFrameSize: 4 });
+    const ping = (id: number): SpdyFrame => ({ type: 'ping', id });
+    const tooBig: SpdyFrame = { type: 'data', streamId: 1, fin: false, data: Buffer.from('12345') };
+    expect(p.push(Buffer.concat([wire(ping(1)), wire(tooBig)]))).toEqual([ping(1)]);
+    expect(p.hasPendingError).toBe(true);
+    expect(() => p.push(wire(ping(2)))).toThrow(SpdyProtocolError); // the pending error, stream 1 only
+    expect(p.push(Buffer.alloc(0))).toEqual([ping(2)]); // PING 2 was kept, not dropped
+  });
+
   it.each([
     ['version 2', hex('8002 0006 00 000004 00000001'), 'SPDY_BAD_VERSION'],
     ['PING length 5', hex('8003 0006 00 000005 0000000100'), 'SPDY_BAD_FRAME'],
