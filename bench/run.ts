@@ -4,12 +4,16 @@
  *   --quick   50 MB, 1 run (what the test uses)
  *   --write   also replace the measured table at the top of docs/benchmarks.md (machine, date, command line);
  *             the commentary below the marker line is kept
+ *   --latency run the latency benchmarks (bench/latency.ts) instead of the throughput ones and print
+ *             their table (with --quick: 200 round trips, 10 concurrent sessions, 50 handshakes);
+ *             not combinable with --write (the page holds the throughput table only)
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { FULL, QUICK, runBenchmarks, type Measurement } from './harness.js';
+import { latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { machineInfo } from './machine.js';
 import { markdownReport, textTable } from './report.js';
 
@@ -34,9 +38,18 @@ async function main(): Promise<void> {
       bytes: { type: 'string' },
       requests: { type: 'string' },
       only: { type: 'string' },
+      latency: { type: 'boolean', default: false },
     },
     strict: true,
   });
+  if (values.latency) {
+    if (values.write) throw new Error('--latency cannot be combined with --write: the latency table is printed only');
+    const machine = machineInfo();
+    console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}\n`);
+    const rows = await runLatencyBenchmarks({ quick: values.quick, log: (l) => console.log(l) });
+    console.log('\n' + latencyTextTable(rows));
+    return;
+  }
   const preset = values.quick ? QUICK : FULL;
   const runs = values.runs ? Number(values.runs) : preset.runs;
   const bytes = values.bytes ? Number(values.bytes) : preset.bytes;

@@ -1,0 +1,250 @@
+/**
+ * Latency benchmarks (issue 7). Servers run as their own processes (bench/servers.ts): one dev
+ * cluster, a proxy with the translation gates off (SPDY passthrough) and one with them on (WebSocket
+ * v5 → SPDY translation), all in front of the same dev cluster. The clients run in this process.
+ *
+ * - echo round trip: write a small stdin chunk to `cat`, wait for the echo on stdout, repeat
+ *   (sequential per session), with 1 session and with N concurrent sessions;
+ * - handshake: upgrade request sent → initial frame (WebSocket: the empty channel-1 frame; SPDY: the
+ *   last of the four stream replies), one session at a time. The translator sends the initial frame
+ *   BEFORE dialling upstream (kube-apiserver's order), so its handshake row excludes the upstream
+ *   SPDY setup; `first-echo` (upgrade request sent → first echo of stdin) is comparable on every path.
+ *
+ * Every path row carries "added" = path − direct (the dev cluster over SPDY) for the same
+ * measurement and percentile, in the same run.
+ */
+import type { EchoSession } from './echo.js';
+import { startDevClusterProcess, startProxyProcess, type ServerProcess } from './servers.js';
+import { openSpdyExec } from './spdy-client.js';
+import { openWsExec } from './ws-client.js';
+
+/**
+ * `echo`: stdin → stdout round trip; `handshake`: upgrade request → initial frame; `first-echo`:
+ * upgrade request → first echo received (the session is usable end to end; unlike `handshake` this
+ * includes the translator's upstream dial, which kube-apiserver's order puts after the initial frame).
+ */
+export type LatencyMeasurement = 'echo' | 'handshake' | 'first-echo';
+
+/** A client and the server it talks to. */
+export interface LatencyPath {
+  name: string;
+  /** Which server of {@link LatencyServers} to dial. */
+  server: keyof LatencyServers;
+  client: 'spdy' | 'ws';
+}
+
+interface LatencyServers {
+  cluster: ServerProcess;
+  passthrough: ServerProcess;
+  translation: ServerProcess;
+}
+
+export const LATENCY_DIRECT: LatencyPath = { name: 'direct (dev cluster, SPDY)', server: 'cluster', client: 'spdy' };
+export const LATENCY_PATHS: LatencyPath[] = [
+  LATENCY_DIRECT,
+  { name: 'proxy passthrough (SPDY)', server: 'passthrough', client: 'spdy' },
+  { name: 'proxy translation (WS v5 → SPDY)', server: 'translation', client: 'ws' },
+];
+
+const GATES_OFF = 'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false';
+const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
+
+export interface LatencyOptions {
+  /** Round trips per session (full 2,000; quick 200). */
+  roundTrips: number;
+  /** Concurrent sessions of the concurrent echo row (full 100; quick 10). */
+  concurrency: number;
+  /** Sessions of the handshake row (full 200; quick 50). */
+  handshakes: number;
+  /** stdin bytes per round trip (16). */
+  payloadBytes: number;
+  /** Unmeasured round trips per session before measuring (JIT, socket buffers). */
+  warmup: number;
+}
+
+export const LATENCY_FULL: LatencyOptions = { roundTrips: 2_000, concurrency: 100, handshakes: 200, payloadBytes: 16, warmup: 50 };
+export const LATENCY_QUICK: LatencyOptions = { roundTrips: 200, concurrency: 10, handshakes: 50, payloadBytes: 16, warmup: 10 };
+
+/** Percentiles in milliseconds. */
+export interface Percentiles {
+  p50: number;
+  p99: number;
+  p999: number;
+}
+
+export interface LatencyRow {
+  path: string;
+  measurement: LatencyMeasurement;
+  /** Concurrent sessions (1 for handshakes, which run one at a time). */
+  sessions: number;
+  /** Number of samples the percentiles are over. */
+  samples: number;
+  /** Milliseconds. */
+  latency: Percentiles;
+  /** This row − the direct row with the same measurement and sessions (ms); undefined on the direct row. */
+  added?: Percentiles;
+}
+
+/** Nearest-rank percentile of sorted `xs` (monotone in p). */
+function percentile(sorted: Float64Array, p: number): number {
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(p * sorted.length)));
+  return sorted[rank - 1]!;
+}
+
+export function percentiles(samplesMs: number[]): Percentiles {
+  if (samplesMs.length === 0) throw new Error('no samples');
+  const s = Float64Array.from(samplesMs).sort();
+  return { p50: percentile(s, 0.5), p99: percentile(s, 0.99), p999: percentile(s, 0.999) };
+}
+
+const nsToMs = (ns: bigint): number => Number(ns) / 1e6;
+
+function openSession(path: LatencyPath, servers: LatencyServers): Promise<EchoSession & { handshakeNs: bigint; startNs: bigint }> {
+  const url = servers[path.server].url;
+  return path.client === 'spdy' ? openSpdyExec(url) : openWsExec(url);
+}
+
+/** Sequential round trips on one session; returns the measured ones in ms. */
+async function echoLoop(s: EchoSession, o: LatencyOptions, out: number[]): Promise<void> {
+  const payload = Buffer.alloc(o.payloadBytes, 0x61);
+  for (let i = 0; i < o.warmup + o.roundTrips; i++) {
+    const t0 = process.hrtime.bigint();
+    s.send(payload);
+    await s.expect(payload.length);
+    if (i >= o.warmup) out.push(nsToMs(process.hrtime.bigint() - t0));
+  }
+}
+
+async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** `sessions` concurrent sessions, each doing its own round trips; all sessions open before any measures. */
+async function measureEcho(path: LatencyPath, servers: LatencyServers, sessions: number, o: LatencyOptions): Promise<number[]> {
+  const opened = await Promise.allSettled(Array.from({ length: sessions }, () => openSession(path, servers)));
+  const live = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  try {
+    const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    const samples: number[] = [];
+    const budget = 60_000 + o.roundTrips * sessions * 2;
+    await withTimeout(Promise.all(live.map((s) => echoLoop(s, o, samples))), budget, `${path.name} echo x${sessions}`);
+    return samples;
+  } finally {
+    await Promise.all(live.map((s) => s.close()));
+  }
+}
+
+/** One session at a time: handshake time and time to the first echo, then close it. */
+async function measureHandshakes(path: LatencyPath, servers: LatencyServers, o: LatencyOptions): Promise<{ handshake: number[]; firstEcho: number[] }> {
+  const handshake: number[] = [];
+  const firstEcho: number[] = [];
+  const payload = Buffer.alloc(o.payloadBytes, 0x62);
+  for (let i = 0; i < o.handshakes; i++) {
+    const s = await openSession(path, servers);
+    try {
+      handshake.push(nsToMs(s.handshakeNs));
+      s.send(payload);
+      await withTimeout(s.expect(payload.length), 30_000, `${path.name} first echo`);
+      firstEcho.push(nsToMs(process.hrtime.bigint() - s.startNs));
+    } finally {
+      await s.close();
+    }
+  }
+  return { handshake, firstEcho };
+}
+
+/** Run every latency row; options default to the full preset, `quick` picks {@link LATENCY_QUICK}. */
+export async function runLatencyBenchmarks(
+  opts: { quick?: boolean; log?: (line: string) => void; paths?: LatencyPath[] } & Partial<LatencyOptions> = {},
+): Promise<LatencyRow[]> {
+  const { quick, log = () => {}, paths = LATENCY_PATHS, ...overrides } = opts;
+  const o: LatencyOptions = { ...(quick ? LATENCY_QUICK : LATENCY_FULL), ...overrides };
+  const started: ServerProcess[] = [];
+  const rows: LatencyRow[] = [];
+  try {
+    const cluster = await startDevClusterProcess();
+    started.push(cluster);
+    const [passthrough, translation] = await Promise.all([
+      startProxyProcess(cluster.url, ['--feature-gates', GATES_OFF]),
+      startProxyProcess(cluster.url, ['--feature-gates', GATES_ON]),
+    ]);
+    started.push(passthrough, translation);
+    const servers: LatencyServers = { cluster, passthrough, translation };
+    const push = (path: LatencyPath, measurement: LatencyMeasurement, sessions: number, samples: number[]): void => {
+      const row: LatencyRow = { path: path.name, measurement, sessions, samples: samples.length, latency: percentiles(samples) };
+      rows.push(row);
+      const l = row.latency;
+      log(`${path.name} ${measurement} x${sessions}: p50 ${l.p50.toFixed(3)} ms, p99 ${l.p99.toFixed(3)} ms, p999 ${l.p999.toFixed(3)} ms (${samples.length} samples)`);
+    };
+    for (const path of paths) {
+      // One session first (a warm-up for the path), then the concurrent row, then handshakes.
+      push(path, 'echo', 1, await measureEcho(path, servers, 1, o));
+      if (o.concurrency > 1) push(path, 'echo', o.concurrency, await measureEcho(path, servers, o.concurrency, o));
+      const h = await measureHandshakes(path, servers, o);
+      push(path, 'handshake', 1, h.handshake);
+      push(path, 'first-echo', 1, h.firstEcho);
+    }
+  } finally {
+    for (const s of started.reverse()) await s.close();
+  }
+  for (const row of rows) {
+    if (row.path === LATENCY_DIRECT.name) continue;
+    const base = rows.find((b) => b.path === LATENCY_DIRECT.name && b.measurement === row.measurement && b.sessions === row.sessions);
+    if (base) {
+      row.added = {
+        p50: row.latency.p50 - base.latency.p50,
+        p99: row.latency.p99 - base.latency.p99,
+        p999: row.latency.p999 - base.latency.p999,
+      };
+    }
+  }
+  return rows;
+}
+
+function fmt(ms: number): string {
+  return ms.toFixed(3);
+}
+
+function signed(ms: number): string {
+  return (ms >= 0 ? '+' : '') + ms.toFixed(3);
+}
+
+/** Table cells of each row: path, measurement, sessions, samples, p50/p99/p999 and added p50/p99/p999 (ms). */
+function cells(rows: LatencyRow[]): string[][] {
+  return rows.map((r) => [
+    r.path,
+    r.measurement === 'echo' ? `echo ${r.sessions === 1 ? '1 session' : `${r.sessions} sessions`}` : r.measurement,
+    String(r.samples),
+    fmt(r.latency.p50),
+    fmt(r.latency.p99),
+    fmt(r.latency.p999),
+    r.added ? signed(r.added.p50) : '—',
+    r.added ? signed(r.added.p99) : '—',
+    r.added ? signed(r.added.p999) : '—',
+  ]);
+}
+
+const HEADER = ['path', 'measurement', 'samples', 'p50 ms', 'p99 ms', 'p999 ms', 'added p50', 'added p99', 'added p999'];
+
+/** Plain-text table for the console. */
+export function latencyTextTable(rows: LatencyRow[]): string {
+  const all = [HEADER, ...cells(rows)];
+  const widths = HEADER.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
+  return all.map((r) => r.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')).join('\n');
+}
+
+/** Markdown table (for `--write`). */
+export function latencyMarkdownTable(rows: LatencyRow[]): string {
+  const lines = [`| ${HEADER.join(' | ')} |`, `|${HEADER.map((_, i) => (i < 2 ? ' --- ' : ' ---: ')).join('|')}|`];
+  for (const r of cells(rows)) lines.push(`| ${r.join(' | ')} |`);
+  return lines.join('\n');
+}
