@@ -7,6 +7,8 @@
  *   --latency run the latency benchmarks (bench/latency.ts) instead of the throughput ones and print
  *             their table (with --quick: 200 round trips, 10 concurrent sessions, 50 handshakes);
  *             not combinable with --write (the page holds the throughput table only)
+ *   --slow-reader run the slow-reader memory benchmark (bench/slow-reader.ts: 1 GiB of exec stdout, a 10 s
+ *             stall; with --quick 64 MiB, 2 s) and print its table; not combinable with --write
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -14,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { FULL, QUICK, runBenchmarks, type Measurement } from './harness.js';
 import { latencyTextTable, runLatencyBenchmarks } from './latency.js';
+import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
 import { machineInfo } from './machine.js';
 import { markdownReport, textTable } from './report.js';
 
@@ -39,9 +42,18 @@ async function main(): Promise<void> {
       requests: { type: 'string' },
       only: { type: 'string' },
       latency: { type: 'boolean', default: false },
+      'slow-reader': { type: 'boolean', default: false },
     },
     strict: true,
   });
+  if (values['slow-reader']) {
+    if (values.write) throw new Error('--slow-reader cannot be combined with --write: the slow-reader table is printed only');
+    const machine = machineInfo();
+    console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}\n`);
+    const rows = await runSlowReaderBenchmarks({ quick: values.quick, log: (l) => console.log(l) });
+    console.log('\n' + slowReaderTextTable(rows));
+    return;
+  }
   if (values.latency) {
     if (values.write) throw new Error('--latency cannot be combined with --write: the latency table is printed only');
     const machine = machineInfo();
