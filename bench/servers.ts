@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 /** A server process and the URL it printed. */
 export interface ServerProcess {
   url: string;
+  /** The server's process id (for /proc measurements). */
+  pid: number;
   close(): Promise<void>;
 }
 
@@ -43,7 +45,7 @@ export function startCli(args: string[], ready: RegExp, timeoutMs = 30_000): Pro
           child.stdout!.off('data', onData);
           child.stdout!.resume();
           child.stderr!.resume();
-          return resolve({ url: m[1]!, close: () => stop(child) });
+          return resolve({ url: m[1]!, pid: child.pid!, close: () => stop(child) });
         }
       }
     };

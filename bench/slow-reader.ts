@@ -7,17 +7,14 @@
  *
  * Paths: passthrough SPDY/3.1 (kubectl-like SPDY client, translation gates off) and translation
  * WebSocket v5.channel.k8s.io (gates on). The dev cluster and the proxy run as their own processes;
- * the proxy is spawned here (not via bench/servers.ts) so its PID is known for /proc/PID/status.
+ * bench/servers.ts reports the proxy's PID, read for /proc/PID/status.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import type { Socket } from 'node:net';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { SpdyConnection, type SpdyStream } from '../src/spdy/index.js';
-import { startDevClusterProcess, type ServerProcess } from './servers.js';
+import { startDevClusterProcess, startProxyProcess } from './servers.js';
 
 const MiB = 1024 * 1024;
 
@@ -86,60 +83,7 @@ export interface SlowReaderRow {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The proxy process (kept as a ChildProcess so its PID is known)
-
-interface ProxyProcess extends ServerProcess {
-  pid: number;
-}
-
-/** bin/kube-stream-proxy.js, found from dist/bench/ (compiled) or bench/ (source). */
-function cliPath(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  if (dir.endsWith(join('dist', 'bench'))) dir = dirname(dirname(dir));
-  else dir = dirname(dir);
-  return join(dir, 'bin', 'kube-stream-proxy.js');
-}
-
-function startProxy(upstream: string, extraArgs: string[], timeoutMs = 30_000): Promise<ProxyProcess> {
-  const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...extraArgs];
-  const child = spawn(process.execPath, [cliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => fail(new Error(`no "listening" line within ${timeoutMs} ms`)), timeoutMs);
-    const fail = (err: Error): void => {
-      clearTimeout(timer);
-      child.kill('SIGKILL');
-      reject(new Error(`kube-stream-proxy ${args.join(' ')}: ${err.message}\n${output}`));
-    };
-    const onData = (c: Buffer): void => {
-      output += c.toString();
-      for (const line of output.split('\n')) {
-        const m = /^kube-stream-proxy listening on /.test(line) ? /(https?:\/\/[^\s,]+)/.exec(line) : null;
-        if (m && child.pid !== undefined) {
-          clearTimeout(timer);
-          child.stdout!.off('data', onData);
-          child.stdout!.resume();
-          child.stderr!.resume();
-          child.removeAllListeners('exit');
-          return resolve({ url: m[1]!, pid: child.pid, close: () => stopChild(child) });
-        }
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-    child.once('error', fail);
-    child.once('exit', (code, signal) => fail(new Error(`exited early: code=${code} signal=${signal}`)));
-  });
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-    setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
-  });
-}
+// The proxy process (started by bench/servers.ts, which reports its PID)
 
 /** VmRSS of `pid` in bytes, from /proc/PID/status (Linux). */
 export function readRss(pid: number): number {
@@ -381,7 +325,7 @@ export async function runSlowReaderBenchmarks(options: { quick?: boolean; opts?:
   const rows: SlowReaderRow[] = [];
   try {
     for (const path of SLOW_READER_PATHS) {
-      const proxy = await startProxy(cluster.url, path.proxyArgs);
+      const proxy = await startProxyProcess(cluster.url, path.proxyArgs);
       try {
         log(`slow reader: ${path.name}, ${opts.bytes / MiB} MiB, ${opts.stallMs} ms stall …`);
         const row = await measureSlowReader(path, proxy, opts);
