@@ -14,7 +14,7 @@ import { DevClusterRuntime } from './cluster-runtime.js';
 import { createCoreApiHandler } from './core-api.js';
 import { PodRegistry } from './pod-registry.js';
 import { createUpgradeHandler } from './stream-routes.js';
-import { chosenProtocols } from './websocket-remote-command.js';
+import { chosenProtocols } from './ws-subprotocol.js';
 
 /** Options of {@link startDevCluster}. */
 export interface DevClusterOptions {

@@ -9,11 +9,9 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type { WebSocket, WebSocketServer } from 'ws';
-import { writeRawResponse } from '../http-response.js';
 import type { PortForwardContext } from './spdy-port-forward.js';
 import { channelWriter, decodeChannelMessage, sendChannel } from './ws-channels.js';
-import { chosenProtocols } from './websocket-remote-command.js';
-import { negotiateSubprotocol } from './ws-subprotocol.js';
+import { acceptKubeletWebSocket } from './ws-subprotocol.js';
 
 /** The subprotocols the kubelet accepts for port-forward, besides the empty one. */
 export const PORT_FORWARD_WS_PROTOCOLS = ['v4.channel.k8s.io', 'v4.base64.channel.k8s.io'] as const;
@@ -26,16 +24,9 @@ export function serveWebSocketPortForward(
   head: Buffer,
   ctx: PortForwardContext,
 ): void {
-  const protocol = negotiateSubprotocol(req, PORT_FORWARD_WS_PROTOCOLS);
-  if (protocol === null) {
-    writeRawResponse(socket, 403, {}, '');
-    return;
-  }
-  ctx.cluster.track(socket);
-  chosenProtocols.set(req, protocol);
-  wss.handleUpgrade(req, socket, head, (ws) => {
-    ctx.cluster.trackTask(forward(ws, protocol.includes('base64'), ctx));
-  });
+  acceptKubeletWebSocket(wss, req, socket, head, PORT_FORWARD_WS_PROTOCOLS, ctx.cluster, (ws, protocol) =>
+    forward(ws, protocol.includes('base64'), ctx),
+  );
 }
 
 async function forward(ws: WebSocket, base64: boolean, ctx: PortForwardContext): Promise<void> {

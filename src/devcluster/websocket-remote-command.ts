@@ -9,13 +9,12 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Duplex, type Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type { WebSocket, WebSocketServer } from 'ws';
-import { writeRawResponse } from '../http-response.js';
 import { encodeStatus, internalErrorStatus, nonZeroExitStatus, successStatus, type V1Status } from '../status.js';
 import { TerminalSizeDecoder, TerminalSizeDecodeError, type TerminalSize } from '../terminal-size.js';
 import { runAttach, runExec, type RemoteCommandStreams } from './runtime.js';
 import type { RemoteCommandContext } from './spdy-remote-command.js';
 import { channelWriter, decodeChannelMessage, sendChannel } from './ws-channels.js';
-import { negotiateSubprotocol } from './ws-subprotocol.js';
+import { acceptKubeletWebSocket } from './ws-subprotocol.js';
 
 /** The subprotocols the kubelet accepts for exec/attach, besides the empty one. */
 export const REMOTE_COMMAND_WS_PROTOCOLS = [
@@ -44,20 +43,10 @@ export function serveWebSocketRemoteCommand(
   head: Buffer,
   ctx: RemoteCommandContext,
 ): void {
-  const protocol = negotiateSubprotocol(req, REMOTE_COMMAND_WS_PROTOCOLS);
-  if (protocol === null) {
-    writeRawResponse(socket, 403, {}, '');
-    return;
-  }
-  ctx.cluster.track(socket);
-  chosenProtocols.set(req, protocol);
-  wss.handleUpgrade(req, socket, head, (ws) => {
-    ctx.cluster.trackTask(runSession(ws, protocol, ctx));
-  });
+  acceptKubeletWebSocket(wss, req, socket, head, REMOTE_COMMAND_WS_PROTOCOLS, ctx.cluster, (ws, protocol) =>
+    runSession(ws, protocol, ctx),
+  );
 }
-
-/** Subprotocol chosen per request, read back by the server's `handleProtocols`. */
-export const chosenProtocols = new WeakMap<IncomingMessage, string>();
 
 async function runSession(ws: WebSocket, protocol: string, ctx: RemoteCommandContext): Promise<void> {
   const { options } = ctx;
