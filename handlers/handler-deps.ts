@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import type { ClientInfo } from '../proxy/forwarded-headers.js';
 import type { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import type { FeatureGates } from '../src/feature-gate.js';
+import type { KubeletLocator } from '../src/kubelet/kubelet-locator.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import type { StreamingSessions } from '../src/streaming-sessions.js';
 import type { Upstream } from '../src/upstream.js';
@@ -26,6 +27,8 @@ export interface HandlerDeps {
   maxConnectionBytesPerSec: number;
   /** `--upgrade-response-timeout` in ms: dial + upstream response head deadline. */
   upgradeResponseTimeoutMs: number;
+  /** `--upstream-mode=kubelet`: where pod streaming requests go instead of the apiserver. */
+  kubeletLocator?: KubeletLocator;
 }
 
 /** The client-side facts the forwarded headers need. */

@@ -18,6 +18,8 @@ import {
 } from '../proxy/forwarded-headers.js';
 import { UpstreamUnreachableError, statusForError } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
+import type { AuthHeaders } from '../src/upstream.js';
+import { upstreamFor } from '../src/upstream-route.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import { leaveBodiesUnread } from './raw-body.js';
 import { sendStatus } from './status-reply.js';
@@ -43,7 +45,7 @@ function isDisguisedPodStream(url: string): boolean {
 }
 
 /** Upstream request headers for a plain request: client's lines minus hop-by-hop, plus ours. */
-function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, auth: Record<string, string>): HeaderPair[] {
+function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, auth: AuthHeaders): HeaderPair[] {
   let pairs = stripHopByHop(pairsFromRaw(req.rawHeaders)).filter(([n]) => n.toLowerCase() !== 'host');
   pairs = withForwardedHeaders(pairs, clientInfo(req, deps.proto));
   pairs = setHeaders(pairs, auth);
@@ -52,7 +54,8 @@ function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, auth: Record<s
 
 async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: HandlerDeps): Promise<FastifyReply> {
   const req = request.raw;
-  const auth = await deps.upstream.callerAuthHeaders();
+  // The caller's own credentials (passthrough), or the proxy's plus Impersonate-* (impersonate mode).
+  const auth = await upstreamFor(req, deps.upstream).callerAuthHeaders();
   const upstreamReq = deps.upstream.request({
     method: req.method ?? 'GET',
     path: deps.upstream.target(req.url ?? '/'),

@@ -92,11 +92,17 @@ export function withForwardedHeaders(pairs: readonly HeaderPair[], client: Clien
   return out;
 }
 
-/** Replace (case-insensitively) or add headers: each given name ends up with exactly the given value. */
-export function setHeaders(pairs: readonly HeaderPair[], set: Record<string, string>): HeaderPair[] {
+/**
+ * Replace (case-insensitively) or add headers: each given name ends up with exactly the given value,
+ * or with one line per value when given a list.
+ */
+export function setHeaders(pairs: readonly HeaderPair[], set: Record<string, string | readonly string[]>): HeaderPair[] {
   const lowerNames = new Set(Object.keys(set).map((n) => n.toLowerCase()));
   const out = pairs.filter(([name]) => !lowerNames.has(name.toLowerCase()));
-  for (const [name, value] of Object.entries(set)) out.push([name, value]);
+  for (const [name, value] of Object.entries(set)) {
+    if (typeof value === 'string') out.push([name, value]);
+    else for (const v of value) out.push([name, v]);
+  }
   return out;
 }
 

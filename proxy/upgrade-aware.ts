@@ -15,7 +15,8 @@ import {
   UpstreamClosedError,
   statusForError,
 } from '../src/errors.js';
-import type { Upstream } from '../src/upstream.js';
+import type { AuthHeaders, Upstream } from '../src/upstream.js';
+import { upstreamFor } from '../src/upstream-route.js';
 import {
   pairsFromRaw,
   requestHead,
@@ -84,14 +85,14 @@ export class UpgradeAwareProxy {
   async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo): Promise<UpgradeOutcome> {
     // Leave later client bytes in the socket until the upstream has said 101; they are relayed then.
     socket.pause();
-    const upstream = this.#options.upstream;
+    const upstream = upstreamFor(req, this.#options.upstream);
     const exchange = await exchangeUpgradeHead({
       upstream,
       clientSocket: socket,
       timeoutMs: this.#options.responseTimeoutMs,
       ...(this.#options.maxResponseHeadBytes !== undefined ? { maxHeadBytes: this.#options.maxResponseHeadBytes } : {}),
       request: (auth) => {
-        const requestBytes = requestHead(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth));
+        const requestBytes = requestHead(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth, upstream.host));
         return head.length > 0 ? Buffer.concat([requestBytes, head]) : requestBytes;
       },
     });
@@ -109,13 +110,13 @@ export class UpgradeAwareProxy {
   }
 
   /** The request header lines for the upstream (see forwarded-headers.ts), Connection/Upgrade rebuilt. */
-  #headers(req: IncomingMessage, client: ClientInfo, auth: Record<string, string>): HeaderPair[] {
+  #headers(req: IncomingMessage, client: ClientInfo, auth: AuthHeaders, host: string): HeaderPair[] {
     const received = pairsFromRaw(req.rawHeaders);
     const upgradeLines = received.filter(([n]) => n.toLowerCase() === 'upgrade');
     let pairs = stripHopByHop(received, isProtocolHeader).filter(([n]) => n.toLowerCase() !== 'host');
     pairs = withForwardedHeaders(pairs, client);
     pairs = setHeaders(pairs, auth);
-    return [['Host', this.#options.upstream.host], ...pairs, ['Connection', 'Upgrade'], ...upgradeLines];
+    return [['Host', host], ...pairs, ['Connection', 'Upgrade'], ...upgradeLines];
   }
 
   #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Socket, response: CompleteResponseHead): UpgradeOutcome {

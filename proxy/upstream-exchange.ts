@@ -7,13 +7,13 @@
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { UpstreamTimeoutError } from '../src/errors.js';
-import type { Upstream } from '../src/upstream.js';
+import type { AuthHeaders, UpstreamEndpoint } from '../src/upstream.js';
 import type { CompleteResponseHead } from './response-head.js';
 import { readResponseHead } from './upgrade-aware.js';
 
 /** What {@link exchangeUpgradeHead} needs. */
 export interface UpgradeExchange {
-  upstream: Upstream;
+  upstream: UpstreamEndpoint;
   /** The hijacked client socket: its 'close' abandons the exchange. Left paused by the caller. */
   clientSocket: Duplex;
   /** Deadline for dial + complete response head, in ms (`--upgrade-response-timeout`). */
@@ -21,7 +21,7 @@ export interface UpgradeExchange {
   /** Cap on the response head's bytes. */
   maxHeadBytes?: number;
   /** The bytes to send: request head (and any early client bytes), given the upstream's auth headers. */
-  request(auth: Record<string, string>): Buffer;
+  request(auth: AuthHeaders): Buffer;
 }
 
 /** How the exchange ended. */

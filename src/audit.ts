@@ -3,8 +3,8 @@
  * portforward), written when it ends, whatever happened. The line carries `audit: true` so a log
  * pipeline can route it apart from the operational logs; pino adds the request id (`reqId`).
  *
- * `user` is absent: the proxy does not authenticate clients yet (a bearer token is opaque until a
- * TokenReview, which the later auth modes add), and an unverified name would be worse than none.
+ * `user` is present only when the proxy verified it (`--authn=impersonate`): in passthrough a bearer
+ * token is opaque to the proxy, and an unverified name would be worse than none.
  */
 import type { ClientProtocolLabel, SessionOutcome, SessionPathLabel, SubresourceLabel } from './metrics.js';
 
@@ -17,7 +17,7 @@ export const PASSTHROUGH_EXIT_CODE_UNKNOWN = 'unknown: passthrough relays the up
 /** One audit event. */
 export interface AuditEvent {
   audit: true;
-  /** The authenticated user; only when known (never, until the TokenReview auth mode exists). */
+  /** The verified user (`--authn=impersonate`); absent in passthrough, where the upstream authenticates. */
   user?: string;
   namespace: string;
   pod: string;

@@ -7,6 +7,12 @@ import { isIP } from 'node:net';
 import { ConfigError } from './errors.js';
 import { parseFeatureGates, type FeatureGates } from './feature-gate.js';
 import { parseHostPort, type HostPort } from './listen-address.js';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { AuthnMode } from './auth/request-auth.js';
+import { parseCertificateBundle } from './auth/client-certificate.js';
+import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
+import type { KubeletClientConfig } from './kubelet/kubelet-locator.js';
+import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './kubelet/node-address.js';
 import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './upstream.js';
 
 /** Default listen address: loopback, so plain HTTP without certificates is allowed out of the box. */
@@ -34,6 +40,25 @@ export interface ListenTls {
   key: Buffer;
 }
 
+/** `--upstream-mode`. */
+export type UpstreamMode = 'apiserver' | 'kubelet';
+
+/** Who decides who may do what, and where streaming requests go (issue: upstream modes and security). */
+export interface SecurityConfig {
+  upstreamMode: UpstreamMode;
+  authn: AuthnMode;
+  /** `--client-ca-file` (PEM): client certificates verified against it authenticate as CN/O. */
+  clientCa?: Buffer;
+  /** `--requestheader-*`, with the CA as PEM too (the listener trusts it). */
+  requestHeader?: RequestHeaderConfig & { caPem: Buffer };
+  /** kubelet mode: the kubelet client settings. */
+  kubelet?: KubeletClientConfig;
+  /** The proxy's own API credentials, for TokenReview, SubjectAccessReview and pod/node lookups. */
+  apiKubeConfig: () => Promise<KubeConfig>;
+  /** Start-up warnings (insecure settings) the CLI logs. */
+  warnings: string[];
+}
+
 /** The validated configuration `startServer` runs with. */
 export interface ProxyConfig {
   /** Address to listen on; port 0 picks a free port. */
@@ -50,6 +75,8 @@ export interface ProxyConfig {
   upgradeResponseTimeoutMs: number;
   /** After SIGTERM, how long streaming sessions may run before the proxy ends them, in milliseconds. */
   shutdownGracePeriodMs: number;
+  /** Authentication, authorization and upstream mode; passthrough to an apiserver when absent. */
+  security?: SecurityConfig;
 }
 
 /** The `serve` flags as strings, exactly as given (camelCase of the flag names). */
@@ -68,6 +95,20 @@ export interface ServeFlags {
   featureGates?: string;
   upgradeResponseTimeout?: string;
   shutdownGracePeriod?: string;
+  upstreamInsecureSkipTlsVerify?: boolean;
+  upstreamMode?: string;
+  authn?: string;
+  clientCaFile?: string;
+  requestheaderClientCaFile?: string;
+  requestheaderAllowedNames?: string;
+  requestheaderUsernameHeaders?: string;
+  requestheaderGroupHeaders?: string;
+  requestheaderExtraHeadersPrefix?: string;
+  kubeletClientCertificate?: string;
+  kubeletClientKey?: string;
+  kubeletCertificateAuthority?: string;
+  kubeletPreferredAddressTypes?: string;
+  kubeletInsecureSkipTlsVerify?: boolean;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -144,7 +185,32 @@ function parseListen(flags: ServeFlags): { listen: HostPort; tls?: ListenTls } {
   return { listen };
 }
 
-async function parseUpstream(flags: ServeFlags): Promise<Upstream> {
+/** Comma-separated flag values, trimmed, empty entries dropped. */
+function listFlag(value: string | undefined, fallback: readonly string[]): string[] {
+  if (value === undefined) return [...fallback];
+  return value.split(',').map((v) => v.trim()).filter((v) => v !== '');
+}
+
+/** A kubeconfig for the proxy's own API calls built from the `--upstream-*` file flags. */
+async function kubeConfigFromFiles(flags: ServeFlags): Promise<KubeConfig> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  const user: Record<string, unknown> = { name: 'kube-stream-proxy' };
+  if (flags.upstreamTokenFile !== undefined) user.authProvider = { name: 'tokenFile', config: { tokenFile: flags.upstreamTokenFile } };
+  if (flags.upstreamClientCertFile !== undefined) user.certFile = flags.upstreamClientCertFile;
+  if (flags.upstreamClientKeyFile !== undefined) user.keyFile = flags.upstreamClientKeyFile;
+  const cluster: Record<string, unknown> = { name: 'upstream', server: flags.upstream!, skipTLSVerify: flags.upstreamInsecureSkipTlsVerify === true };
+  if (flags.upstreamCaFile !== undefined) cluster.caFile = flags.upstreamCaFile;
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [user],
+    contexts: [{ name: 'upstream', cluster: 'upstream', user: 'kube-stream-proxy' }],
+    currentContext: 'upstream',
+  });
+  return kc;
+}
+
+async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
   const fileFlags = [flags.upstreamCaFile, flags.upstreamTokenFile, flags.upstreamClientCertFile, flags.upstreamClientKeyFile];
   const sources = [flags.kubeconfig !== undefined, flags.inCluster === true].filter(Boolean).length;
   if (sources > 1) throw new ConfigError('--kubeconfig and --in-cluster are mutually exclusive');
@@ -161,16 +227,89 @@ async function parseUpstream(flags: ServeFlags): Promise<Upstream> {
     } catch (e) {
       throw new ConfigError(`${flags.inCluster ? '--in-cluster' : '--kubeconfig'}: ${(e as Error).message}`, { cause: e });
     }
-    return upstreamFromKubeConfig(kc, flags.upstream);
+    if (flags.upstream !== undefined) {
+      const cluster = kc.getCurrentCluster();
+      if (cluster) (cluster as { server: string }).server = flags.upstream;
+    }
+    return { upstream: await upstreamFromKubeConfig(kc, flags.upstream, { presentProxyIdentity }), apiKubeConfig: async () => kc };
   }
   if (flags.upstream === undefined) throw new ConfigError('--upstream URL (or --kubeconfig / --in-cluster) is required');
-  return upstreamFromFiles({
+  const upstream = upstreamFromFiles({
     url: flags.upstream,
     caFile: flags.upstreamCaFile,
     tokenFile: flags.upstreamTokenFile,
     clientCertFile: flags.upstreamClientCertFile,
     clientKeyFile: flags.upstreamClientKeyFile,
+    insecureSkipTlsVerify: flags.upstreamInsecureSkipTlsVerify === true,
+    presentProxyIdentity,
   });
+  let kc: Promise<KubeConfig> | undefined;
+  return { upstream, apiKubeConfig: () => (kc ??= kubeConfigFromFiles(flags)) };
+}
+
+/** Parse `--upstream-mode`, `--authn`, the client CA, request-header and kubelet flags. */
+function parseSecurity(flags: ServeFlags, listenTls: boolean): Omit<SecurityConfig, 'apiKubeConfig' | 'warnings'> & { warnings: string[] } {
+  const warnings: string[] = [];
+  const upstreamMode = (flags.upstreamMode ?? 'apiserver') as UpstreamMode;
+  if (upstreamMode !== 'apiserver' && upstreamMode !== 'kubelet') {
+    throw new ConfigError(`--upstream-mode: want apiserver or kubelet, got ${JSON.stringify(flags.upstreamMode)}`);
+  }
+  const authn = (flags.authn ?? (upstreamMode === 'kubelet' ? 'impersonate' : 'passthrough')) as AuthnMode;
+  if (authn !== 'passthrough' && authn !== 'impersonate') throw new ConfigError(`--authn: want passthrough or impersonate, got ${JSON.stringify(flags.authn)}`);
+  if (upstreamMode === 'kubelet' && authn !== 'impersonate') {
+    throw new ConfigError('--upstream-mode=kubelet needs --authn=impersonate: a kubelet cannot authenticate or authorize the caller');
+  }
+  const security: Omit<SecurityConfig, 'apiKubeConfig' | 'warnings'> & { warnings: string[] } = { upstreamMode, authn, warnings };
+  const certFlags = flags.clientCaFile !== undefined || flags.requestheaderClientCaFile !== undefined;
+  if (certFlags && !listenTls) throw new ConfigError('--client-ca-file and --requestheader-client-ca-file need an HTTPS listener (--tls-cert-file)');
+  if (certFlags && authn !== 'impersonate') {
+    throw new ConfigError('--client-ca-file and --requestheader-client-ca-file need --authn=impersonate: in passthrough the upstream authenticates callers');
+  }
+  const bundle = (flag: string, path: string): Buffer => {
+    const pem = readListenFile(flag, path);
+    try {
+      parseCertificateBundle(pem);
+    } catch (e) {
+      throw new ConfigError(`${flag}: ${path}: ${(e as Error).message}`, { cause: e });
+    }
+    return pem;
+  };
+  if (flags.clientCaFile !== undefined) security.clientCa = bundle('--client-ca-file', flags.clientCaFile);
+  if (flags.requestheaderClientCaFile !== undefined) {
+    const caPem = bundle('--requestheader-client-ca-file', flags.requestheaderClientCaFile);
+    security.requestHeader = {
+      caPem,
+      ca: parseCertificateBundle(caPem),
+      allowedNames: listFlag(flags.requestheaderAllowedNames, []),
+      usernameHeaders: listFlag(flags.requestheaderUsernameHeaders, DEFAULT_USERNAME_HEADERS),
+      groupHeaders: listFlag(flags.requestheaderGroupHeaders, DEFAULT_GROUP_HEADERS),
+      extraHeaderPrefixes: listFlag(flags.requestheaderExtraHeadersPrefix, DEFAULT_EXTRA_HEADER_PREFIXES),
+    };
+  }
+  const kubeletFlags = [flags.kubeletClientCertificate, flags.kubeletClientKey, flags.kubeletCertificateAuthority, flags.kubeletPreferredAddressTypes];
+  if (upstreamMode === 'kubelet') {
+    if ((flags.kubeletClientCertificate === undefined) !== (flags.kubeletClientKey === undefined)) {
+      throw new ConfigError('--kubelet-client-certificate and --kubelet-client-key must be given together');
+    }
+    if (flags.kubeletClientCertificate === undefined) throw new ConfigError('--upstream-mode=kubelet needs --kubelet-client-certificate and --kubelet-client-key');
+    const insecure = flags.kubeletInsecureSkipTlsVerify === true;
+    if (flags.kubeletCertificateAuthority === undefined && !insecure) {
+      throw new ConfigError('--upstream-mode=kubelet needs --kubelet-certificate-authority (or, insecurely, --kubelet-insecure-skip-tls-verify)');
+    }
+    if (insecure) warnings.push('--kubelet-insecure-skip-tls-verify: kubelet serving certificates are NOT verified');
+    const kubelet: KubeletClientConfig = {
+      cert: readListenFile('--kubelet-client-certificate', flags.kubeletClientCertificate),
+      key: readListenFile('--kubelet-client-key', flags.kubeletClientKey!),
+      insecureSkipTlsVerify: insecure,
+      preferredAddressTypes: listFlag(flags.kubeletPreferredAddressTypes, DEFAULT_PREFERRED_ADDRESS_TYPES),
+    };
+    if (flags.kubeletCertificateAuthority !== undefined) kubelet.ca = bundle('--kubelet-certificate-authority', flags.kubeletCertificateAuthority);
+    security.kubelet = kubelet;
+  } else if (kubeletFlags.some((f) => f !== undefined) || flags.kubeletInsecureSkipTlsVerify) {
+    throw new ConfigError('--kubelet-* flags need --upstream-mode=kubelet');
+  }
+  if (flags.upstreamInsecureSkipTlsVerify) warnings.push('--upstream-insecure-skip-tls-verify: the upstream serving certificate is NOT verified');
+  return security;
 }
 
 /** Validate the flags and load every file they name. Throws ConfigError with the offending flag. */
@@ -199,8 +338,14 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     throw new ConfigError(`--shutdown-grace-period: ${(e as Error).message}`, { cause: e });
   }
 
-  const upstream = await parseUpstream(flags);
+  const securityFlags = parseSecurity(flags, tls !== undefined);
+  const { upstream, apiKubeConfig } = await parseUpstream(flags, securityFlags.authn === 'impersonate');
+  if (upstream.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
+    securityFlags.warnings.push('kubeconfig insecure-skip-tls-verify: the upstream serving certificate is NOT verified');
+  }
+  const security: SecurityConfig = { ...securityFlags, apiKubeConfig };
   const config: ProxyConfig = {
+    security,
     listen,
     upstream,
     maxConnectionBytesPerSec: Number(bpsText),

@@ -28,7 +28,15 @@ import { reverseProxyRoutes } from '../handlers/reverse-proxy.js';
 import { rememberUpgrade } from '../handlers/upgrade-context.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
+import { createProxyApiClient, type ProxyApiClient } from './api-client.js';
+import { Authenticator } from './auth/authenticator.js';
+import { Authorizer } from './auth/authorizer.js';
+import { parseCertificateBundle } from './auth/client-certificate.js';
+import { createRequestAuthHook } from './auth/request-auth.js';
+import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS } from './auth/request-header.js';
+import { TokenReviewer } from './auth/token-review.js';
 import type { ProxyConfig } from './config.js';
+import { KubeletLocator } from './kubelet/kubelet-locator.js';
 import { createMetrics, type HandlerLabel } from './metrics.js';
 import { StreamingSessions } from './streaming-sessions.js';
 import { UpstreamProbe } from './upstream-probe.js';
@@ -55,6 +63,8 @@ export interface ServerOptions {
   configure?: (app: FastifyInstance) => void | Promise<void>;
   /** Upstream reachability check behind `/readyz`; a dialling {@link UpstreamProbe} by default. */
   upstreamProbe?: Pick<UpstreamProbe, 'check'>;
+  /** The proxy's own API client (TokenReview, SubjectAccessReview, pods, nodes); client-node by default. */
+  apiClient?: ProxyApiClient;
 }
 
 /** What a graceful shutdown did. */
@@ -119,8 +129,12 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     connectionTimeout: 0,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     serverFactory: (handler) => {
+      // Client certificates are asked for, verified against every trusted bundle by TLS, and then
+      // attributed to their bundle by the authenticator; a connection without one is still served.
+      const trusted = [config.security?.clientCa, config.security?.requestHeader?.caPem].filter((b): b is Buffer => b !== undefined);
+      const clientCerts = trusted.length > 0 ? { ca: trusted, requestCert: true, rejectUnauthorized: false } : {};
       const server = config.tls
-        ? createHttpsServer({ cert: config.tls.cert, key: config.tls.key }, handler)
+        ? createHttpsServer({ cert: config.tls.cert, key: config.tls.key, ...clientCerts }, handler)
         : createHttpServer(handler);
       // https.Server is a tls.Server, not an http.Server, but offers the same events Fastify uses.
       return server as unknown as Server;
@@ -148,6 +162,36 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   });
   if (options.configure) await options.configure(app);
 
+  const security = config.security;
+  const needsApi = security !== undefined && (security.authn === 'impersonate' || security.upstreamMode === 'kubelet');
+  const api = needsApi ? (options.apiClient ?? createProxyApiClient(security.apiKubeConfig)) : undefined;
+  for (const warning of security?.warnings ?? []) app.log.warn({}, warning);
+  const requestHeader = security?.requestHeader;
+  const lower = (xs: readonly string[]): string[] => xs.map((x) => x.toLowerCase());
+  app.addHook(
+    'onRequest',
+    createRequestAuthHook({
+      mode: security?.authn ?? 'passthrough',
+      // Front-proxy lines are never forwarded: the defaults always, plus any configured names.
+      requestHeaderNames: lower([...DEFAULT_USERNAME_HEADERS, ...DEFAULT_GROUP_HEADERS, ...(requestHeader?.usernameHeaders ?? []), ...(requestHeader?.groupHeaders ?? [])]),
+      requestHeaderPrefixes: lower([...DEFAULT_EXTRA_HEADER_PREFIXES, ...(requestHeader?.extraHeaderPrefixes ?? [])]),
+      ownPaths: [...HEALTH_PATHS, '/metrics'],
+      upstream: config.upstream,
+      ...(api && security?.authn === 'impersonate'
+        ? {
+            authenticator: new Authenticator({
+              tokens: new TokenReviewer(api),
+              ...(security.clientCa ? { clientCa: parseCertificateBundle(security.clientCa) } : {}),
+              ...(requestHeader ? { requestHeader } : {}),
+            }),
+            authorizer: new Authorizer(api),
+          }
+        : {}),
+    }),
+  );
+  const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet) : undefined;
+  if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
+
   const deps: HandlerDeps = {
     upgradeProxy: new UpgradeAwareProxy({
       upstream: config.upstream,
@@ -161,6 +205,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     proto: config.tls ? 'https' : 'http',
     maxConnectionBytesPerSec: config.maxConnectionBytesPerSec,
     upgradeResponseTimeoutMs: config.upgradeResponseTimeoutMs,
+    ...(kubeletLocator ? { kubeletLocator } : {}),
   };
   await app.register(healthRoutes, { registry, readiness });
   await app.register(execRoutes, deps);

@@ -30,6 +30,8 @@ export interface SessionFacts {
   ports?: string[];
   sourceIP?: string;
   userAgent?: string;
+  /** The verified user (impersonate mode). */
+  user?: string;
 }
 
 /** How a streaming request ended. */
@@ -143,6 +145,7 @@ export class StreamingSession {
       ...(this.#subprotocol !== undefined ? { subprotocol: this.#subprotocol } : {}),
       path,
       ...(f.sourceIP !== undefined ? { sourceIP: f.sourceIP } : {}),
+      ...(f.user !== undefined ? { user: f.user } : {}),
       ...(f.userAgent !== undefined ? { userAgent: f.userAgent } : {}),
       statusCode: e.statusCode,
       bytesToUpstream: e.bytes?.toUpstream ?? 0,

@@ -23,7 +23,7 @@ import { UpgradeMismatchError, UpstreamTimeoutError, UpstreamUpgradeRefusedError
 import { SpdyConnection, type SpdyLogger } from './spdy/index.js';
 import { errorStatus, isStatus, type V1Status } from './status.js';
 import { HEADER_PROTOCOL_VERSION, StreamProtocolV1Name } from './stream-protocol.js';
-import type { Upstream } from './upstream.js';
+import type { AuthHeaders, UpstreamEndpoint } from './upstream.js';
 
 /** client-go reads at most this much of a refusal's body (`io.LimitReader(resp.Body, 64*1024)`). */
 export const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
@@ -37,7 +37,7 @@ export const UPSTREAM_SPDY_PING_INTERVAL_MS = 5_000;
 /** What to send and how long to wait. */
 export interface UpstreamSpdyRequest {
   /** Where to dial and how to authenticate (its auth headers replace the client's). */
-  upstream: Upstream;
+  upstream: UpstreamEndpoint;
   /** Request-target as received from the client (`/api/v1/…/exec?command=…`); the upstream's path prefix is added. */
   url: string;
   /** HTTP method; client-go uses POST for SPDY. */
@@ -86,7 +86,7 @@ function isDroppedHeader(lowerName: string): boolean {
 export function upstreamSpdyHeaders(
   clientHeaders: readonly HeaderPair[],
   client: ClientInfo,
-  auth: Record<string, string>,
+  auth: AuthHeaders,
   host: string,
   protocols: readonly string[],
 ): HeaderPair[] {

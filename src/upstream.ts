@@ -37,8 +37,42 @@ export interface UpstreamTls {
   servername?: string;
 }
 
+/**
+ * Header lines that authenticate an upstream request: each name set to exactly the given value, or
+ * one line per value for a list (`Impersonate-Group` repeats).
+ */
+export type AuthHeaders = Record<string, string | readonly string[]>;
+
 /** Produces the headers that authenticate each upstream request (`Authorization`, `Impersonate-User`). */
 export type AuthHeaderSource = () => Promise<Record<string, string>>;
+
+/**
+ * What the upgrade paths (passthrough, translator, tunnel) need of the place a caller's request goes:
+ * the apiserver {@link Upstream} itself, or a per-request route (an impersonating identity, a
+ * kubelet address with a rewritten path) that `upstream-route.ts` attaches to the request.
+ */
+export interface UpstreamEndpoint {
+  /** Base URL (its origin names the upstream in errors). */
+  readonly url: URL;
+  /** The `Host` header value. */
+  readonly host: string;
+  /** The request-target to send for the caller's `path?query`. */
+  target(requestUrl: string): string;
+  /** The identity lines set on the caller's request (none in passthrough). */
+  callerAuthHeaders(): Promise<AuthHeaders>;
+  /** One new HTTP/1.1 connection (TLS with ALPN http/1.1 for https). */
+  dial(signal?: AbortSignal): Promise<Socket>;
+}
+
+/** Options of {@link Upstream}. */
+export interface UpstreamOptions {
+  /**
+   * Present the proxy's client certificate on callers' connections too. Off in passthrough (the
+   * caller's own credentials only); on when the proxy acts for verified callers (impersonation,
+   * kubelet client certificate).
+   */
+  presentProxyIdentity?: boolean;
+}
 
 /**
  * An upstream server and the credentials to reach it.
@@ -49,7 +83,7 @@ export type AuthHeaderSource = () => Promise<Record<string, string>>;
  * borrows the proxy's rights. The proxy's identity is kept for its own calls (`authHeaders()`,
  * `tls`) and for the impersonating and kubelet modes.
  */
-export class Upstream {
+export class Upstream implements UpstreamEndpoint {
   /** `http:` or `https:` base URL; its path is prepended to every request path. */
   readonly url: URL;
   /** TLS settings; undefined for an `http:` upstream. */
@@ -59,13 +93,13 @@ export class Upstream {
   /** `tls` without the proxy's client certificate: what callers' connections use. */
   readonly #callerTls: UpstreamTls | undefined;
 
-  constructor(url: URL, tls: UpstreamTls | undefined, authHeaders: AuthHeaderSource = async () => ({})) {
+  constructor(url: URL, tls: UpstreamTls | undefined, authHeaders: AuthHeaderSource = async () => ({}), options: UpstreamOptions = {}) {
     this.url = url;
     this.tls = url.protocol === 'https:' ? (tls ?? { rejectUnauthorized: true }) : undefined;
     this.#authHeaders = authHeaders;
     if (this.tls) {
       const { cert: _cert, key: _key, ...trust } = this.tls;
-      this.#callerTls = trust;
+      this.#callerTls = options.presentProxyIdentity ? this.tls : trust;
     }
     this.#agent = this.#callerTls
       ? new HttpsAgent({ keepAlive: true, ...this.#callerTls })
@@ -96,7 +130,7 @@ export class Upstream {
    * Headers the proxy sets on a caller's request: none in passthrough, so the caller's own
    * `Authorization` and `Impersonate-*` headers go upstream unchanged and the upstream decides.
    */
-  async callerAuthHeaders(): Promise<Record<string, string>> {
+  async callerAuthHeaders(): Promise<AuthHeaders> {
     return {};
   }
 
@@ -122,6 +156,7 @@ export class Upstream {
             ALPNProtocols: [...UPGRADE_ALPN_PROTOCOLS],
             ...(tls.servername !== undefined ? { servername: tls.servername } : isIP(host) ? {} : { servername: host }),
             ...(tls.ca ? { ca: tls.ca } : {}),
+            ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key } : {}),
             rejectUnauthorized: tls.rejectUnauthorized,
           })
         : netConnect({ host, port: this.port });
@@ -174,6 +209,10 @@ export interface UpstreamFileOptions {
   tokenFile?: string;
   clientCertFile?: string;
   clientKeyFile?: string;
+  /** `--upstream-insecure-skip-tls-verify`. */
+  insecureSkipTlsVerify?: boolean;
+  /** See {@link UpstreamOptions}. */
+  presentProxyIdentity?: boolean;
 }
 
 function readFlagFile(flag: string, path: string): Buffer {
@@ -230,14 +269,15 @@ export function upstreamFromFiles(o: UpstreamFileOptions): Upstream {
   if (wantsTls && url.protocol !== 'https:') {
     throw new ConfigError('--upstream-ca-file and --upstream-client-*-file need an https --upstream');
   }
-  const tls: UpstreamTls = { rejectUnauthorized: true };
+  if (o.insecureSkipTlsVerify && url.protocol !== 'https:') throw new ConfigError('--upstream-insecure-skip-tls-verify needs an https --upstream');
+  const tls: UpstreamTls = { rejectUnauthorized: o.insecureSkipTlsVerify !== true };
   if (o.caFile !== undefined) tls.ca = readFlagFile('--upstream-ca-file', o.caFile);
   if (o.clientCertFile !== undefined && o.clientKeyFile !== undefined) {
     tls.cert = readFlagFile('--upstream-client-cert-file', o.clientCertFile);
     tls.key = readFlagFile('--upstream-client-key-file', o.clientKeyFile);
   }
   const auth = o.tokenFile !== undefined ? tokenFileSource(o.tokenFile) : undefined;
-  return new Upstream(url, tls, auth);
+  return new Upstream(url, tls, auth, { presentProxyIdentity: o.presentProxyIdentity === true });
 }
 
 /**
@@ -245,7 +285,7 @@ export function upstreamFromFiles(o: UpstreamFileOptions): Upstream {
  * CA, `insecure-skip-tls-verify`, `tls-server-name`, the user's client certificate, and per-request
  * auth headers from client-node's authenticators (token, token file, exec plugins, impersonation).
  */
-export async function upstreamFromKubeConfig(kc: KubeConfig, overrideUrl?: string): Promise<Upstream> {
+export async function upstreamFromKubeConfig(kc: KubeConfig, overrideUrl?: string, options: UpstreamOptions = {}): Promise<Upstream> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new ConfigError('kubeconfig: no current cluster');
   const url = parseUpstreamUrl(overrideUrl ?? cluster.server, overrideUrl ? '--upstream' : 'kubeconfig server');
@@ -267,5 +307,5 @@ export async function upstreamFromKubeConfig(kc: KubeConfig, overrideUrl?: strin
     for (const [k, v] of Object.entries(fresh.headers)) if (v !== undefined) out[k] = String(v);
     return out;
   };
-  return new Upstream(url, tls, auth);
+  return new Upstream(url, tls, auth, options);
 }

@@ -11,6 +11,7 @@
  * | command exited 0                              | Success                            | 200                |
  * | command exited non-zero                       | the upstream's NonZeroExitCode     | 200                |
  * | upstream refused the upgrade with a Status    | that Status                        | its `code` (0 if unset) |
+ * | no upstream answer within the response timeout| 504 Timeout                        | 504                |
  * | anything else (dial, bad 101, lost upstream…) | InternalError                      | 500                |
  * | client WebSocket handshake failed             | (HTTP 4xx answer, no WebSocket)    | 400                |
  * | proxy shutdown after the grace period (`stop`)| 503 ServiceUnavailable             | 503                |
@@ -20,16 +21,17 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type ServerOptions, type WebSocket } from 'ws';
 import { pairsFromRaw, type ClientInfo } from '../proxy/forwarded-headers.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
-import { ShuttingDownError, UpstreamUpgradeRefusedError } from '../src/errors.js';
+import { ShuttingDownError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } from '../src/errors.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '../src/status.js';
 import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../src/stream-protocol.js';
 import type { Upstream } from '../src/upstream.js';
+import { upstreamFor } from '../src/upstream-route.js';
 import { connectUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS } from '../src/upstream-spdy.js';
 import type { ChannelMessage } from './channel-frame.js';
 import type { RemoteCommandOutcome } from './error-stream.js';
 import type { RemoteCommandOptions } from './remote-command-options.js';
-import { openRemoteCommandStreams } from './remote-command-streams.js';
+import { openRemoteCommandStreams, type RemoteCommandStreams } from './remote-command-streams.js';
 import { runTranslatorSession, type SessionBytes, type SessionLogger } from './translator-session.js';
 import { ChannelWebSocket, FINISH_CLOSE_DEADLINE_MS, STREAM_IDLE_TIMEOUT_MS, WS_MAX_PAYLOAD_BYTES } from './websocket.js';
 
@@ -184,9 +186,10 @@ export class StreamTranslatorProxy {
     let connection: import('../src/spdy/index.js').SpdyConnection | undefined;
     let outcome: { status: V1Status; code: number };
     let failure: unknown;
+    let streams: RemoteCommandStreams | undefined;
     try {
       const session = await connectUpstreamSpdy({
-        upstream: o.upstream,
+        upstream: upstreamFor(t.req, o.upstream),
         url: t.req.url ?? '/',
         clientHeaders: pairsFromRaw(t.req.rawHeaders),
         client: t.client,
@@ -206,7 +209,7 @@ export class StreamTranslatorProxy {
         abort.signal.addEventListener('abort', () => reject(abort.signal.reason), { once: true });
       });
       aborted.catch(() => {});
-      const streams = await Promise.race([openRemoteCommandStreams(conn, session.protocol, t.options), aborted]);
+      streams = await Promise.race([openRemoteCommandStreams(conn, session.protocol, t.options), aborted]);
       ws.off('message', queue);
       const running = runTranslatorSession(
         { ws, connection: conn, protocol: session.protocol, streams, options: t.options, maxBytesPerSec: o.maxBytesPerSec, log: t.log },
@@ -221,6 +224,12 @@ export class StreamTranslatorProxy {
       outcome = statusOfError(e);
     }
     settle(outcome.status, outcome.code, failure);
+    // A session cut short (client gone, idle timeout, malformed CLOSE, shutdown) abandons the upstream
+    // command: RST_STREAM every stream so the kubelet stops it now, not when the connection is gone.
+    // (After an upstream failure the streams are already destroyed and this does nothing.)
+    if (failure !== undefined && streams) {
+      for (const s of [streams.stdin, streams.stdout, streams.stderr, streams.resize, streams.error]) s?.reset();
+    }
     // The upstream has said all it will; end our side of it (GOAWAY, FIN) and let it close.
     if (connection && !connection.closed) void connection.close();
     await ws.finish(result!.status!);
@@ -249,6 +258,11 @@ export function statusOfError(e: unknown): { status: V1Status; code: number } {
   if (e instanceof ShuttingDownError) {
     const { kind: _kind, apiVersion: _apiVersion, ...status } = e.toStatus();
     return { status, code: 503 };
+  }
+  if (e instanceof UpstreamTimeoutError) {
+    // A silent upstream is 504 Timeout on every path (the passthrough and the tunnel answer it as HTTP).
+    const { kind: _kind, apiVersion: _apiVersion, ...status } = e.toStatus();
+    return { status, code: 504 };
   }
   return { status: internalErrorStatus(e instanceof Error ? e.message : String(e)), code: 500 };
 }

@@ -5,6 +5,7 @@
  */
 import { pairsFromRaw, type ClientInfo, type HeaderPair } from '../proxy/forwarded-headers.js';
 import { upstreamSpdyHeaders } from '../src/upstream-spdy.js';
+import type { AuthHeaders } from '../src/upstream.js';
 
 /** Prefix of a tunneling WebSocket subprotocol (client-go `WebsocketsSPDYTunnelingPrefix`). */
 export const TUNNELING_PROTOCOL_PREFIX = 'SPDY/3.1+';
@@ -82,7 +83,7 @@ export function tunnelRequestHeaders(
   rawHeaders: readonly string[],
   protocols: readonly string[],
   client: ClientInfo,
-  auth: Record<string, string>,
+  auth: AuthHeaders,
   upstreamHost: string,
 ): HeaderPair[] {
   return upstreamSpdyHeaders(pairsFromRaw(rawHeaders), client, auth, upstreamHost, protocols);

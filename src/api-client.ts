@@ -1,0 +1,130 @@
+/**
+ * The proxy's own calls to the Kubernetes API, with its own credentials, through
+ * @kubernetes/client-node: TokenReview and SubjectAccessReview (the `impersonate` authentication
+ * mode) and reading pods and nodes (the `kubelet` upstream mode). Callers' requests never go through
+ * here. client-node is imported on first use (it costs about 1.5 s of start-up on this machine class).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { UserInfo } from './auth/user-info.js';
+
+/** `spec.resourceAttributes` / `nonResourceAttributes` of a SubjectAccessReview. */
+export interface AccessAttributes {
+  verb: string;
+  /** Resource requests. */
+  resource?: string;
+  subresource?: string;
+  group?: string;
+  namespace?: string;
+  name?: string;
+  /** Non-resource requests (`/version`). */
+  path?: string;
+}
+
+/** A SubjectAccessReview's answer. */
+export interface AccessDecision {
+  allowed: boolean;
+  reason: string;
+  /** The authorizer failed (not a denial); the request is refused with 500. */
+  evaluationError?: string;
+}
+
+/** A TokenReview's answer. */
+export type TokenReviewResult = { authenticated: true; user: UserInfo } | { authenticated: false; error?: string };
+
+/** The slice of a Pod the kubelet mode reads. */
+export interface PodInfo {
+  nodeName?: string;
+  containers: string[];
+}
+
+/** The slice of a Node the kubelet mode reads. */
+export interface NodeInfo {
+  addresses: { type: string; address: string }[];
+  kubeletPort?: number;
+}
+
+/** What the proxy asks of the API. Implemented over client-node; tests may pass their own. */
+export interface ProxyApiClient {
+  reviewToken(token: string): Promise<TokenReviewResult>;
+  reviewAccess(user: UserInfo, attributes: AccessAttributes): Promise<AccessDecision>;
+  /** undefined when the pod does not exist. */
+  readPod(namespace: string, name: string): Promise<PodInfo | undefined>;
+  /** undefined when the node does not exist. */
+  readNode(name: string): Promise<NodeInfo | undefined>;
+}
+
+/** HTTP status of a client-node ApiException, if it is one. */
+function apiErrorCode(e: unknown): number | undefined {
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/** A {@link ProxyApiClient} over client-node with the given KubeConfig. */
+export function createProxyApiClient(loadConfig: () => Promise<KubeConfig>): ProxyApiClient {
+  let apis: Promise<{
+    core: import('@kubernetes/client-node').CoreV1Api;
+    authn: import('@kubernetes/client-node').AuthenticationV1Api;
+    authz: import('@kubernetes/client-node').AuthorizationV1Api;
+  }> | undefined;
+  const get = (): NonNullable<typeof apis> =>
+    (apis ??= (async () => {
+      const k8s = await import('@kubernetes/client-node');
+      const kc = await loadConfig();
+      return { core: kc.makeApiClient(k8s.CoreV1Api), authn: kc.makeApiClient(k8s.AuthenticationV1Api), authz: kc.makeApiClient(k8s.AuthorizationV1Api) };
+    })());
+  return {
+    async reviewToken(token) {
+      const { authn } = await get();
+      const review = await authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } });
+      const s = review.status;
+      if (!s?.authenticated || !s.user?.username) return s?.error ? { authenticated: false, error: s.error } : { authenticated: false };
+      const user: UserInfo = { username: s.user.username, groups: s.user.groups ?? [], extra: {} };
+      if (s.user.uid) user.uid = s.user.uid;
+      for (const [k, v] of Object.entries(s.user.extra ?? {})) user.extra[k.toLowerCase()] = [...v];
+      return { authenticated: true, user };
+    },
+    async reviewAccess(user, a) {
+      const { authz } = await get();
+      const spec: import('@kubernetes/client-node').V1SubjectAccessReviewSpec = { user: user.username, groups: user.groups };
+      if (user.uid !== undefined) spec.uid = user.uid;
+      if (Object.keys(user.extra).length > 0) spec.extra = user.extra;
+      if (a.path !== undefined) spec.nonResourceAttributes = { path: a.path, verb: a.verb };
+      else {
+        spec.resourceAttributes = { verb: a.verb, group: a.group ?? '', resource: a.resource ?? '' };
+        if (a.subresource !== undefined) spec.resourceAttributes.subresource = a.subresource;
+        if (a.namespace !== undefined) spec.resourceAttributes.namespace = a.namespace;
+        if (a.name !== undefined) spec.resourceAttributes.name = a.name;
+      }
+      const review = await authz.createSubjectAccessReview({ body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec } });
+      const s = review.status;
+      const decision: AccessDecision = { allowed: s?.allowed === true && s.denied !== true, reason: s?.reason ?? '' };
+      if (s?.evaluationError) decision.evaluationError = s.evaluationError;
+      return decision;
+    },
+    async readPod(namespace, name) {
+      const { core } = await get();
+      try {
+        const pod = await core.readNamespacedPod({ namespace, name });
+        const info: PodInfo = { containers: (pod.spec?.containers ?? []).map((c) => c.name) };
+        if (pod.spec?.nodeName) info.nodeName = pod.spec.nodeName;
+        return info;
+      } catch (e) {
+        if (apiErrorCode(e) === 404) return undefined;
+        throw e;
+      }
+    },
+    async readNode(name) {
+      const { core } = await get();
+      try {
+        const node = await core.readNode({ name });
+        const info: NodeInfo = { addresses: (node.status?.addresses ?? []).map((a) => ({ type: a.type, address: a.address })) };
+        const port = node.status?.daemonEndpoints?.kubeletEndpoint?.Port;
+        if (port) info.kubeletPort = port;
+        return info;
+      } catch (e) {
+        if (apiErrorCode(e) === 404) return undefined;
+        throw e;
+      }
+    },
+  };
+}

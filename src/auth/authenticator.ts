@@ -1,0 +1,71 @@
+/**
+ * Authenticating a caller in the `impersonate` mode, in kube-apiserver's order (its union
+ * authenticator): the front-proxy request headers (with a certificate verified against the
+ * request-header CA), then the client certificate (verified against `--client-ca-file`), then the
+ * bearer token (TokenReview). Anonymous requests are refused (`--anonymous-auth=false`): with no
+ * credentials or bad ones the caller gets 401.
+ */
+import type { X509Certificate } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import { userFromCertificate, verifiedAgainst } from './client-certificate.js';
+import { firstHeader } from './identity-headers.js';
+import { isAllowedFrontProxy, userFromRequestHeaders, type RequestHeaderConfig } from './request-header.js';
+import { bearerToken, type TokenReviewer } from './token-review.js';
+import { withAuthenticatedGroup, type AuthenticationMethod, type UserInfo } from './user-info.js';
+
+/** An authenticated caller. */
+export interface Authenticated {
+  user: UserInfo;
+  method: AuthenticationMethod;
+  /** True when the caller is a verified front proxy (its X-Remote-* lines were honoured). */
+  frontProxy: boolean;
+}
+
+/** What the authenticator checks against. */
+export interface AuthenticatorConfig {
+  /** `--client-ca-file`, parsed; absent = no client-certificate authentication. */
+  clientCa?: X509Certificate[];
+  /** `--requestheader-*`; absent = no front-proxy authentication. */
+  requestHeader?: RequestHeaderConfig;
+  tokens: TokenReviewer;
+}
+
+/** The caller could not be authenticated: 401 `Unauthorized`. */
+export class UnauthorizedError extends Error {
+  override readonly name = 'UnauthorizedError';
+}
+
+/** The union authenticator. */
+export class Authenticator {
+  readonly #c: AuthenticatorConfig;
+
+  constructor(config: AuthenticatorConfig) {
+    this.#c = config;
+  }
+
+  /** Authenticate `req` or throw {@link UnauthorizedError} (a TokenReview failure rejects as is). */
+  async authenticate(req: IncomingMessage): Promise<Authenticated> {
+    const socket = req.socket as Partial<TLSSocket>;
+    const tls = typeof socket.getPeerCertificate === 'function' ? (socket as TLSSocket) : undefined;
+    const rh = this.#c.requestHeader;
+    if (tls && rh) {
+      const cert = verifiedAgainst(tls, rh.ca);
+      if (cert && isAllowedFrontProxy(cert, rh.allowedNames)) {
+        const user = userFromRequestHeaders(req.rawHeaders, rh);
+        if (user) return { user: withAuthenticatedGroup(user), method: 'requestheader', frontProxy: true };
+      }
+    }
+    if (tls && this.#c.clientCa) {
+      const cert = verifiedAgainst(tls, this.#c.clientCa);
+      const user = cert ? userFromCertificate(cert) : undefined;
+      if (user) return { user: withAuthenticatedGroup(user), method: 'x509', frontProxy: false };
+    }
+    const token = bearerToken(firstHeader(req.rawHeaders, 'authorization'));
+    if (token !== undefined) {
+      const result = await this.#c.tokens.review(token);
+      if (result.authenticated) return { user: withAuthenticatedGroup(result.user), method: 'token', frontProxy: false };
+    }
+    throw new UnauthorizedError('Unauthorized');
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * The identity-bearing request headers, as pure functions over Node's `rawHeaders` array:
+ * reading a caller's `Impersonate-*` request (k8s.io/apiserver `filters/impersonation.go`), removing
+ * the lines a caller must not pass upstream (its `Authorization` when the proxy authenticates, its
+ * `Impersonate-*` once consumed, front-proxy `X-Remote-*` lines always), and writing the
+ * `Impersonate-*` lines that carry a verified user upstream.
+ */
+import type { UserInfo } from './user-info.js';
+
+export const IMPERSONATE_USER = 'Impersonate-User';
+export const IMPERSONATE_UID = 'Impersonate-Uid';
+export const IMPERSONATE_GROUP = 'Impersonate-Group';
+/** Prefix of `Impersonate-Extra-<key>` lines; the key is percent-encoded on the wire. */
+export const IMPERSONATE_EXTRA_PREFIX = 'Impersonate-Extra-';
+
+/** What a caller asked to impersonate. */
+export interface ImpersonationRequest {
+  user?: string;
+  uid?: string;
+  groups: string[];
+  /** Keys lower-case and percent-decoded. */
+  extra: Record<string, string[]>;
+}
+
+/** Values of every line named `name` (case-insensitive), in order. */
+export function headerValues(rawHeaders: readonly string[], name: string): string[] {
+  const lower = name.toLowerCase();
+  const out: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === lower) out.push(rawHeaders[i + 1]!);
+  return out;
+}
+
+/** The first value of `name`, or undefined (Go's `Header.Get`). */
+export function firstHeader(rawHeaders: readonly string[], name: string): string | undefined {
+  return headerValues(rawHeaders, name)[0];
+}
+
+/** `url.PathUnescape`, keeping the text as is when it is not valid percent-encoding. */
+function unescapeExtraKey(key: string): string {
+  try {
+    return decodeURIComponent(key);
+  } catch {
+    return key;
+  }
+}
+
+/**
+ * The caller's impersonation request, or undefined when it sent no `Impersonate-*` line. Throws
+ * {@link ImpersonationHeaderError} when groups, extra or uid come without a user (apiserver: 400).
+ */
+export function parseImpersonation(rawHeaders: readonly string[]): ImpersonationRequest | undefined {
+  const req: ImpersonationRequest = { groups: [], extra: {} };
+  let any = false;
+  const extraPrefix = IMPERSONATE_EXTRA_PREFIX.toLowerCase();
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const lower = rawHeaders[i]!.toLowerCase();
+    const value = rawHeaders[i + 1]!;
+    if (lower === 'impersonate-user') {
+      any = true;
+      req.user ??= value;
+    } else if (lower === 'impersonate-uid') {
+      any = true;
+      req.uid ??= value;
+    } else if (lower === 'impersonate-group') {
+      any = true;
+      req.groups.push(value);
+    } else if (lower.startsWith(extraPrefix)) {
+      any = true;
+      const key = unescapeExtraKey(lower.slice(extraPrefix.length));
+      (req.extra[key] ??= []).push(value);
+    }
+  }
+  if (!any) return undefined;
+  if (req.user === undefined || req.user === '') {
+    const asked = [...req.groups.map((g) => `group ${JSON.stringify(g)}`), ...Object.keys(req.extra).map((k) => `extra ${JSON.stringify(k)}`)];
+    if (req.uid !== undefined) asked.push(`uid ${JSON.stringify(req.uid)}`);
+    throw new ImpersonationHeaderError(`requested [${asked.join(' ')}] without impersonating a user`);
+  }
+  return req;
+}
+
+/** A malformed impersonation request (400 BadRequest). */
+export class ImpersonationHeaderError extends Error {
+  override readonly name = 'ImpersonationHeaderError';
+}
+
+/** Which caller lines to drop before a request goes upstream. */
+export interface StripOptions {
+  /** Drop `Authorization` (the proxy authenticates the caller and calls with its own credentials). */
+  authorization: boolean;
+  /** Drop `Impersonate-*` (consumed by the proxy). */
+  impersonation: boolean;
+  /** Lower-case header names and prefixes of the front-proxy headers, always dropped. */
+  requestHeaderNames: readonly string[];
+  requestHeaderPrefixes: readonly string[];
+}
+
+/** True when a (lower-case) header name must not go upstream under `o`. */
+export function isStrippedIdentityHeader(lower: string, o: StripOptions): boolean {
+  if (o.authorization && lower === 'authorization') return true;
+  if (o.impersonation && (lower === 'impersonate-user' || lower === 'impersonate-uid' || lower === 'impersonate-group' || lower.startsWith('impersonate-extra-'))) return true;
+  if (o.requestHeaderNames.includes(lower)) return true;
+  return o.requestHeaderPrefixes.some((p) => lower.startsWith(p));
+}
+
+/** `rawHeaders` without the lines {@link isStrippedIdentityHeader} names; the names removed, lower-case. */
+export function stripIdentityHeaders(rawHeaders: readonly string[], o: StripOptions): { rawHeaders: string[]; removed: string[] } {
+  const kept: string[] = [];
+  const removed = new Set<string>();
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const lower = rawHeaders[i]!.toLowerCase();
+    if (isStrippedIdentityHeader(lower, o)) removed.add(lower);
+    else kept.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+  }
+  return { rawHeaders: kept, removed: [...removed] };
+}
+
+/** Percent-encode an extra key for a header name, as client-go's `transport.ImpersonatingRoundTripper`. */
+function escapeExtraKey(key: string): string {
+  return encodeURIComponent(key).replace(/%2F/gi, '/');
+}
+
+/**
+ * The `Impersonate-*` lines that present `user` upstream. `system:authenticated` is left out: the
+ * upstream adds it to every impersonated user itself, and asking for it would need `impersonate` on
+ * that group for nothing.
+ */
+export function impersonationHeaders(user: UserInfo, allAuthenticatedGroup = 'system:authenticated'): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = { [IMPERSONATE_USER]: user.username };
+  if (user.uid !== undefined && user.uid !== '') out[IMPERSONATE_UID] = user.uid;
+  const groups = user.groups.filter((g) => g !== allAuthenticatedGroup);
+  if (groups.length > 0) out[IMPERSONATE_GROUP] = groups;
+  for (const [key, values] of Object.entries(user.extra)) if (values.length > 0) out[IMPERSONATE_EXTRA_PREFIX + escapeExtraKey(key)] = values;
+  return out;
+}

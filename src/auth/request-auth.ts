@@ -1,0 +1,116 @@
+/**
+ * The authentication and authorization step every request takes (a Fastify `onRequest` hook, so it
+ * runs for upgrades as for plain requests), by `--authn` mode:
+ *
+ * - `passthrough`: nothing is decided here; the caller's `Authorization` and `Impersonate-*` lines go
+ *   upstream unchanged and the upstream decides. Front-proxy `X-Remote-*` lines are dropped.
+ * - `impersonate`: the caller is authenticated (401 otherwise), its own `Impersonate-*` request is
+ *   checked (403), every pod streaming request is authorized with a SubjectAccessReview for `create`
+ *   on `pods/exec|attach|portforward`, GET WebSocket upgrades included (403 before any upgrade); then
+ *   the caller's identity lines are removed and the request goes upstream with the proxy's own
+ *   credentials plus `Impersonate-*` for the verified user.
+ *
+ * The proxy's own endpoints (`/healthz`, `/livez`, `/readyz`, `/metrics`) are not authenticated.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { errorStatus, encodeStatus, type V1Status } from '../status.js';
+import type { Upstream } from '../upstream.js';
+import { routedEndpoint, setUpstreamRoute } from '../upstream-route.js';
+import { UnauthorizedError, type Authenticator } from './authenticator.js';
+import { AuthorizationError, ForbiddenError, type Authorizer } from './authorizer.js';
+import { ImpersonationHeaderError, impersonationHeaders, parseImpersonation, stripIdentityHeaders, type StripOptions } from './identity-headers.js';
+import { impersonate } from './impersonation.js';
+import type { UserInfo } from './user-info.js';
+
+/** `--authn`. */
+export type AuthnMode = 'passthrough' | 'impersonate';
+
+/** What the hook needs. */
+export interface RequestAuthOptions {
+  mode: AuthnMode;
+  /** Lower-case front-proxy header names and prefixes, dropped from every request. */
+  requestHeaderNames: readonly string[];
+  requestHeaderPrefixes: readonly string[];
+  /** Paths served by the proxy itself, never authenticated. */
+  ownPaths: readonly string[];
+  /** impersonate mode only. */
+  authenticator?: Authenticator;
+  authorizer?: Authorizer;
+  /** The apiserver upstream (its `authHeaders()` are the proxy's own credentials). */
+  upstream: Upstream;
+  log?: { warn(obj: object, msg: string): void };
+}
+
+const users = new WeakMap<IncomingMessage, UserInfo>();
+
+/** The verified user a request acts as (impersonate mode), for audit and logs. */
+export function authenticatedUserOf(req: IncomingMessage): UserInfo | undefined {
+  return users.get(req);
+}
+
+/** A pod streaming request's attributes, from the decoded path; undefined for other paths. */
+export function podStreamAttributes(url: string): { namespace: string; name: string; subresource: string } | undefined {
+  const path = url.split('?')[0] ?? '';
+  const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(exec|attach|portforward)\/?$/.exec(path);
+  if (!m) return undefined;
+  try {
+    return { namespace: decodeURIComponent(m[1]!), name: decodeURIComponent(m[2]!), subresource: m[3]! };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Remove caller identity lines from `req` in place (raw lines and the parsed header object). */
+export function stripRequestIdentity(req: IncomingMessage, o: StripOptions): void {
+  const { rawHeaders, removed } = stripIdentityHeaders(req.rawHeaders, o);
+  if (removed.length === 0) return;
+  req.rawHeaders.splice(0, req.rawHeaders.length, ...rawHeaders);
+  for (const name of removed) delete req.headers[name];
+}
+
+function reply(res: FastifyReply, status: V1Status): FastifyReply {
+  return res.code(status.code ?? 500).type('application/json').send(encodeStatus(status));
+}
+
+/** Build the `onRequest` hook. */
+export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyRequest, res: FastifyReply) => Promise<FastifyReply | undefined> {
+  const passthroughStrip: StripOptions = { authorization: false, impersonation: false, requestHeaderNames: o.requestHeaderNames, requestHeaderPrefixes: o.requestHeaderPrefixes };
+  const impersonateStrip: StripOptions = { ...passthroughStrip, authorization: true, impersonation: true };
+  return async (request, res) => {
+    const req = request.raw;
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (o.ownPaths.includes(path)) return undefined;
+    if (o.mode === 'passthrough') {
+      stripRequestIdentity(req, passthroughStrip);
+      return undefined;
+    }
+    const authenticator = o.authenticator!;
+    const authorizer = o.authorizer!;
+    let user: UserInfo;
+    try {
+      const caller = await authenticator.authenticate(req);
+      user = caller.user;
+      const asked = parseImpersonation(req.rawHeaders);
+      if (asked) user = await impersonate(caller.user, asked, authorizer);
+      const stream = podStreamAttributes(req.url ?? '/');
+      if (stream) {
+        await authorizer.authorize(user, { verb: 'create', resource: 'pods', subresource: stream.subresource, namespace: stream.namespace, name: stream.name });
+      }
+    } catch (e) {
+      if (e instanceof ForbiddenError) return reply(res, e.status);
+      if (e instanceof ImpersonationHeaderError) return reply(res, errorStatus(400, e.message, 'BadRequest'));
+      if (e instanceof AuthorizationError) {
+        request.log.warn({ err: e }, 'authorization failed');
+        return reply(res, errorStatus(500, e.message, 'InternalError'));
+      }
+      if (!(e instanceof UnauthorizedError)) request.log.warn({ err: e }, 'authentication failed');
+      return reply(res, errorStatus(401, 'Unauthorized', 'Unauthorized'));
+    }
+    stripRequestIdentity(req, impersonateStrip);
+    users.set(req, user);
+    const upstream = o.upstream;
+    setUpstreamRoute(req, routedEndpoint(upstream, { authHeaders: async () => ({ ...(await upstream.authHeaders()), ...impersonationHeaders(user) }) }));
+    return undefined;
+  };
+}
