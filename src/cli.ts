@@ -4,9 +4,10 @@
  * Flags follow kube-apiserver's spelling (`--listen`, `--feature-gates`, …). Every subcommand prints
  * its own `--help`.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
-import { startDevCluster } from './devcluster/dev-cluster.js';
+import { startDevCluster, type DevClusterOptions } from './devcluster/dev-cluster.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { parseHostPort } from './listen-address.js';
 import { DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE_PERIOD, DEFAULT_UPGRADE_RESPONSE_TIMEOUT, resolveConfig } from './config.js';
@@ -42,11 +43,23 @@ Usage:
   kube-stream-proxy dev-cluster [flags]
 
 Flags:
-  --listen HOST:PORT      Address to listen on (default 127.0.0.1:6444; port 0 picks a free port).
-  --pod NAME              Add a pod in namespace "default" (repeatable; "demo" always exists).
-  --data-dir DIR          Folder holding each pod's working directory (default: a new temp folder).
-  --kubeconfig PATH       Write a kubeconfig for this cluster to PATH.
-  -h, --help              Show this help.
+  --listen HOST:PORT                    Address to listen on (default 127.0.0.1:6444; port 0 picks a free port).
+  --pod NAME                            Add a pod in namespace "default" (repeatable; "demo" always exists).
+  --data-dir DIR                        Folder holding each pod's working directory (default: a new temp folder).
+  --kubeconfig PATH                     Write a kubeconfig for this cluster to PATH (with TLS, the serving
+                                        certificate is its trust anchor; add a token yourself).
+  --tls-cert-file PATH                  Serve the API over HTTPS with this PEM certificate (with the key).
+  --tls-private-key-file PATH           PEM key of --tls-cert-file.
+  --token-auth-file PATH                kube-apiserver's CSV token file (token,user,uid,"group1,group2").
+                                        Turns anonymous access off: requests without a valid bearer token get 401.
+  --authorization-policy-file PATH      JSON policy {"rules":[{users,groups,verbs,resources,namespaces,names}]}
+                                        (needs --token-auth-file; without it every authenticated user may do anything).
+  --kubelet-port PORT                   Kubelet listener port (default 10250; 0 picks a free port). The listener
+                                        starts when the three kubelet files below are given.
+  --kubelet-tls-cert-file PATH          PEM serving certificate of the kubelet listener.
+  --kubelet-tls-private-key-file PATH   PEM key of --kubelet-tls-cert-file.
+  --kubelet-client-ca-file PATH         PEM CA: the kubelet listener only accepts client certificates it issued.
+  -h, --help                            Show this help.
 `;
 
 const DEMO_USAGE = `kube-stream-proxy demo: the dev cluster and the proxy in front of it, on loopback.
@@ -86,9 +99,31 @@ Flags:
   --upstream-client-key-file PATH     The proxy's own PEM client key.
   --kubeconfig PATH                   Take upstream server, trust and the proxy's credentials from a kubeconfig.
   --in-cluster                        Take them from the pod's service account.
-                                      Callers' requests never carry the proxy's own credentials: each
-                                      caller's Authorization/Impersonate-* headers go upstream unchanged
-                                      and the upstream decides (passthrough authentication).
+  --upstream-insecure-skip-tls-verify Do not verify the upstream's certificate (logged as a warning).
+
+Security (docs/security.md):
+  --upstream-mode apiserver|kubelet   apiserver (default): everything goes to --upstream. kubelet: API
+                                      requests still go there; exec/attach/portforward go straight to the
+                                      pod's kubelet (pod -> node -> address via the API).
+  --authn passthrough|impersonate     passthrough (default with apiserver): callers' Authorization and
+                                      Impersonate-* go upstream unchanged, never the proxy's credentials.
+                                      impersonate (required with kubelet): the proxy authenticates callers
+                                      (TokenReview, --client-ca-file, --requestheader-*), authorizes pod
+                                      streaming with SubjectAccessReview, and calls upstream as itself
+                                      with Impersonate-User/Group/Extra-*.
+  --client-ca-file PATH               CA for client certificates (CN = user, O = groups); needs HTTPS.
+  --requestheader-client-ca-file PATH CA for front proxies allowed to assert X-Remote-User/Group/Extra-*.
+  --requestheader-allowed-names A,B   Front-proxy certificate CommonNames allowed (default: any).
+  --requestheader-username-headers H  Default X-Remote-User.
+  --requestheader-group-headers H     Default X-Remote-Group.
+  --requestheader-extra-headers-prefix P  Default X-Remote-Extra-.
+  --kubelet-client-certificate PATH   The proxy's client certificate toward kubelets (kubelet mode).
+  --kubelet-client-key PATH           Its key.
+  --kubelet-certificate-authority PATH  CA verifying kubelet serving certificates (kubelet mode).
+  --kubelet-preferred-address-types T Node address types in order (default Hostname,InternalDNS,InternalIP,ExternalDNS,ExternalIP).
+  --kubelet-insecure-skip-tls-verify  Do not verify kubelet certificates (logged as a warning).
+
+Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
   --upgrade-response-timeout DURATION Wait for the upstream's upgrade answer (default ${DEFAULT_UPGRADE_RESPONSE_TIMEOUT}).
@@ -115,6 +150,20 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'upstream-client-key-file': { type: 'string' },
         kubeconfig: { type: 'string' },
         'in-cluster': { type: 'boolean', default: false },
+        'upstream-insecure-skip-tls-verify': { type: 'boolean', default: false },
+        'upstream-mode': { type: 'string' },
+        authn: { type: 'string' },
+        'client-ca-file': { type: 'string' },
+        'requestheader-client-ca-file': { type: 'string' },
+        'requestheader-allowed-names': { type: 'string' },
+        'requestheader-username-headers': { type: 'string' },
+        'requestheader-group-headers': { type: 'string' },
+        'requestheader-extra-headers-prefix': { type: 'string' },
+        'kubelet-client-certificate': { type: 'string' },
+        'kubelet-client-key': { type: 'string' },
+        'kubelet-certificate-authority': { type: 'string' },
+        'kubelet-preferred-address-types': { type: 'string' },
+        'kubelet-insecure-skip-tls-verify': { type: 'boolean', default: false },
         'max-connection-bytes-per-sec': { type: 'string' },
         'feature-gates': { type: 'string' },
         'upgrade-response-timeout': { type: 'string' },
@@ -144,6 +193,20 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       upstreamClientKeyFile: values['upstream-client-key-file'],
       kubeconfig: values.kubeconfig,
       inCluster: values['in-cluster'],
+      upstreamInsecureSkipTlsVerify: values['upstream-insecure-skip-tls-verify'],
+      upstreamMode: values['upstream-mode'],
+      authn: values.authn,
+      clientCaFile: values['client-ca-file'],
+      requestheaderClientCaFile: values['requestheader-client-ca-file'],
+      requestheaderAllowedNames: values['requestheader-allowed-names'],
+      requestheaderUsernameHeaders: values['requestheader-username-headers'],
+      requestheaderGroupHeaders: values['requestheader-group-headers'],
+      requestheaderExtraHeadersPrefix: values['requestheader-extra-headers-prefix'],
+      kubeletClientCertificate: values['kubelet-client-certificate'],
+      kubeletClientKey: values['kubelet-client-key'],
+      kubeletCertificateAuthority: values['kubelet-certificate-authority'],
+      kubeletPreferredAddressTypes: values['kubelet-preferred-address-types'],
+      kubeletInsecureSkipTlsVerify: values['kubelet-insecure-skip-tls-verify'],
       maxConnectionBytesPerSec: values['max-connection-bytes-per-sec'],
       featureGates: values['feature-gates'],
       upgradeResponseTimeout: values['upgrade-response-timeout'],
@@ -183,7 +246,16 @@ export async function main(argv: string[]): Promise<number | void> {
   }
 }
 
-async function devClusterCommand(argv: string[]): Promise<number | void> {
+/** What the `dev-cluster` flags ask for: `--help`, or the cluster options (files already read). */
+export type DevClusterArgs =
+  | { help: true }
+  | { help: false; options: DevClusterOptions; kubeconfig?: string };
+
+/**
+ * Parse the `dev-cluster` flags into {@link DevClusterOptions}, reading the PEM files. Throws (an
+ * Error naming the flag) on unknown flags, half-given TLS pairs or kubelet files, or a bad port.
+ */
+export function parseDevClusterArgs(argv: string[]): DevClusterArgs {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -191,23 +263,78 @@ async function devClusterCommand(argv: string[]): Promise<number | void> {
       pod: { type: 'string', multiple: true, default: [] },
       'data-dir': { type: 'string' },
       kubeconfig: { type: 'string' },
+      'tls-cert-file': { type: 'string' },
+      'tls-private-key-file': { type: 'string' },
+      'token-auth-file': { type: 'string' },
+      'authorization-policy-file': { type: 'string' },
+      'kubelet-port': { type: 'string' },
+      'kubelet-tls-cert-file': { type: 'string' },
+      'kubelet-tls-private-key-file': { type: 'string' },
+      'kubelet-client-ca-file': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });
-  if (values.help) {
+  if (values.help) return { help: true };
+  const { host, port } = parseHostPort(values.listen);
+  const options: DevClusterOptions = { host, port, pods: values.pod, dataDir: values['data-dir'] };
+
+  const certFile = values['tls-cert-file'];
+  const keyFile = values['tls-private-key-file'];
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new Error('--tls-cert-file and --tls-private-key-file must be given together');
+  }
+  if (certFile !== undefined && keyFile !== undefined) options.tls = { cert: readFileSync(certFile), key: readFileSync(keyFile) };
+
+  if (values['token-auth-file'] !== undefined) options.tokenAuthFile = resolve(values['token-auth-file']);
+  if (values['authorization-policy-file'] !== undefined) {
+    if (options.tokenAuthFile === undefined) throw new Error('--authorization-policy-file needs --token-auth-file');
+    options.authorizationPolicyFile = resolve(values['authorization-policy-file']);
+  }
+
+  const kubeletFiles = {
+    cert: values['kubelet-tls-cert-file'],
+    key: values['kubelet-tls-private-key-file'],
+    clientCa: values['kubelet-client-ca-file'],
+  };
+  const given = Object.values(kubeletFiles).filter((f) => f !== undefined).length;
+  if (given > 0 || values['kubelet-port'] !== undefined) {
+    if (given !== 3) {
+      throw new Error('the kubelet listener needs --kubelet-tls-cert-file, --kubelet-tls-private-key-file and --kubelet-client-ca-file');
+    }
+    const portText = values['kubelet-port'] ?? '10250';
+    if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) throw new Error(`--kubelet-port: not a port: ${JSON.stringify(portText)}`);
+    options.kubelet = {
+      port: Number(portText),
+      tls: { cert: readFileSync(kubeletFiles.cert!), key: readFileSync(kubeletFiles.key!) },
+      clientCa: readFileSync(kubeletFiles.clientCa!),
+    };
+  }
+  return { help: false, options, kubeconfig: values.kubeconfig };
+}
+
+async function devClusterCommand(argv: string[]): Promise<number | void> {
+  let args: DevClusterArgs;
+  try {
+    args = parseDevClusterArgs(argv);
+  } catch (e) {
+    process.stderr.write(`kube-stream-proxy dev-cluster: ${(e as Error).message}\n\n${DEV_CLUSTER_USAGE}`);
+    return 2;
+  }
+  if (args.help) {
     process.stdout.write(DEV_CLUSTER_USAGE);
     return 0;
   }
-  const { host, port } = parseHostPort(values.listen);
-  const cluster = await startDevCluster({
-    host,
-    port,
-    pods: values.pod,
-    dataDir: values['data-dir'],
-  });
-  if (values.kubeconfig) writeKubeconfig(resolve(values.kubeconfig), { server: cluster.url, name: 'dev-cluster' });
+  const cluster = await startDevCluster(args.options);
+  if (args.kubeconfig) {
+    writeKubeconfig(resolve(args.kubeconfig), {
+      server: cluster.url,
+      name: 'dev-cluster',
+      caPem: args.options.tls?.cert.toString('utf8'),
+    });
+  }
   process.stdout.write(`dev cluster listening on ${cluster.url} (runs local commands)\n`);
+  if (cluster.kubeletUrl) process.stdout.write(`dev cluster kubelet listening on ${cluster.kubeletUrl} (client certificates required)\n`);
   installShutdown(() => cluster.close());
 }
 

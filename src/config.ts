@@ -199,7 +199,9 @@ async function kubeConfigFromFiles(flags: ServeFlags): Promise<KubeConfig> {
   if (flags.upstreamTokenFile !== undefined) user.authProvider = { name: 'tokenFile', config: { tokenFile: flags.upstreamTokenFile } };
   if (flags.upstreamClientCertFile !== undefined) user.certFile = flags.upstreamClientCertFile;
   if (flags.upstreamClientKeyFile !== undefined) user.keyFile = flags.upstreamClientKeyFile;
-  const cluster: Record<string, unknown> = { name: 'upstream', server: flags.upstream!, skipTLSVerify: flags.upstreamInsecureSkipTlsVerify === true };
+  // client-node refuses a plain-http server unless skipTLSVerify is set; there is nothing to verify there.
+  const plainHttp = flags.upstream!.startsWith('http:');
+  const cluster: Record<string, unknown> = { name: 'upstream', server: flags.upstream!, skipTLSVerify: flags.upstreamInsecureSkipTlsVerify === true || plainHttp };
   if (flags.upstreamCaFile !== undefined) cluster.caFile = flags.upstreamCaFile;
   kc.loadFromOptions({
     clusters: [cluster],

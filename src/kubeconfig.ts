@@ -18,6 +18,9 @@ export interface KubeconfigOptions {
   caPem?: string;
   /** Skip TLS verification (only for loopback development). */
   insecureSkipTlsVerify?: boolean;
+  /** PEM client certificate and key (inlined as client-certificate-data / client-key-data). */
+  clientCertPem?: string;
+  clientKeyPem?: string;
 }
 
 /** Render a kubeconfig as YAML (JSON is valid YAML and needs no library). */
@@ -28,6 +31,8 @@ export function renderKubeconfig(o: KubeconfigOptions): string {
   if (o.insecureSkipTlsVerify) cluster['insecure-skip-tls-verify'] = true;
   const user: Record<string, unknown> = {};
   if (o.token) user.token = o.token;
+  if (o.clientCertPem) user['client-certificate-data'] = Buffer.from(o.clientCertPem).toString('base64');
+  if (o.clientKeyPem) user['client-key-data'] = Buffer.from(o.clientKeyPem).toString('base64');
   const config = {
     apiVersion: 'v1',
     kind: 'Config',

@@ -1,27 +1,55 @@
 /**
  * The dev cluster's REST surface for non-upgrade requests: discovery, namespaces, pods (list,
- * watch, get, create, delete, log) and the `Upgrade request required` answer of the streaming
- * subresources. Everything is plain `application/json`; errors are Status objects.
+ * watch, get, create, delete, log), nodes, the `Upgrade request required` answer of the streaming
+ * subresources and (with token authentication) TokenReview and SubjectAccessReview. Everything is
+ * plain `application/json`; errors are Status objects. Authentication and authorization happened
+ * before (`access-control.ts`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { encodeStatus, errorStatus, notFoundStatus, type V1Status } from '../status.js';
-import { apiGroupList, apiVersions, coreV1Resources, DEV_CLUSTER_VERSION } from './discovery.js';
+import { errorStatus, notFoundStatus, type V1Status } from '../status.js';
+import {
+  apiGroup,
+  apiGroupList,
+  apiVersions,
+  coreV1Resources,
+  DEV_CLUSTER_VERSION,
+  REVIEW_GROUPS,
+  reviewGroupResources,
+  type ReviewGroup,
+} from './discovery.js';
+import { readJsonBody, sendJson, sendStatus } from './http-json.js';
+import { nodeList, nodeObject, type NodeInfo } from './nodes.js';
+import type { Authorizer } from './policy.js';
 import { parsePodManifest } from './pod-manifest.js';
 import { podObject } from './pod-object.js';
 import type { PodRegistry } from './pod-registry.js';
 import { podSelector } from './pod-selectors.js';
 import { isWatch, servePodWatch } from './pod-watch.js';
+import { subjectAccessReview, tokenReview } from './reviews.js';
+import type { StaticTokenAuthenticator } from './token-auth.js';
 
-/** Largest request body accepted (a Pod manifest). */
-const MAX_BODY_BYTES = 1024 * 1024;
+export { sendJson, sendStatus };
+
 /** When the namespaces "were created". */
 const CLUSTER_START = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+
+/** What the review endpoints evaluate with. */
+export interface ReviewDeps {
+  authenticator: StaticTokenAuthenticator;
+  authorizer: Authorizer;
+}
 
 /** What the REST handler needs. */
 export interface CoreApiDeps {
   registry: PodRegistry;
   /** host:port clients use, for `/api`'s serverAddressByClientCIDRs. */
   serverAddress: () => string;
+  /** The node pods run on (read per request: the kubelet port is known only once it listens). */
+  node?: () => NodeInfo;
+  /** List `nodes` in `/api/v1` discovery (a kubelet listener exists). */
+  nodesInDiscovery?: boolean;
+  /** Serve the authentication/authorization groups and their reviews (token authentication is on). */
+  reviews?: ReviewDeps;
 }
 
 /** Build the `request` handler of the dev cluster's HTTP server. */
@@ -51,9 +79,9 @@ async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerRespon
     case '/api':
       return getOnly(() => apiVersions(deps.serverAddress()));
     case '/apis':
-      return getOnly(() => apiGroupList());
+      return getOnly(() => apiGroupList(deps.reviews !== undefined));
     case '/api/v1':
-      return getOnly(() => coreV1Resources());
+      return getOnly(() => coreV1Resources(deps.nodesInDiscovery ?? false));
     case '/api/v1/namespaces':
       return getOnly(() => ({
         kind: 'NamespaceList',
@@ -66,6 +94,19 @@ async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerRespon
   }
 
   const parts = path.split('/').slice(1).map(decodeURIComponent);
+  if (parts[0] === 'api' && parts[1] === 'v1' && parts[2] === 'nodes' && parts.length <= 4 && deps.node) {
+    if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
+    const node = deps.node();
+    if (parts.length === 3) {
+      if (isWatch(query)) return sendStatus(res, errorStatus(405, 'the dev cluster does not serve node watches', 'MethodNotAllowed'));
+      return sendJson(res, 200, nodeList(node));
+    }
+    if (parts[3] !== node.name) return sendStatus(res, notFoundStatus('nodes', parts[3]!));
+    return sendJson(res, 200, nodeObject(node));
+  }
+  if (parts[0] === 'apis' && deps.reviews && (REVIEW_GROUPS as readonly string[]).includes(parts[1] ?? '')) {
+    return reviewGroup(deps.reviews, parts[1] as ReviewGroup, parts.slice(2), req, res);
+  }
   // ['api','v1','namespaces',ns, 'pods', name, sub]
   if (parts[0] !== 'api' || parts[1] !== 'v1' || parts[2] !== 'namespaces' || parts.length < 4) {
     return sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
@@ -122,13 +163,9 @@ async function podCollection(
   const { registry } = deps;
   const method = req.method ?? 'GET';
   if (method === 'POST' && ns !== undefined) {
-    let body: unknown;
-    try {
-      body = JSON.parse((await readBody(req)).toString('utf8'));
-    } catch (err) {
-      return sendStatus(res, errorStatus(400, `the request body is not valid JSON: ${(err as Error).message}`));
-    }
-    const manifest = parsePodManifest(body, ns);
+    const body = await readJsonBody(req);
+    if (!body.ok) return sendStatus(res, body.status);
+    const manifest = parsePodManifest(body.value, ns);
     if (!manifest.ok) return sendStatus(res, manifest.status);
     if (registry.get(ns, manifest.value.name)) {
       const name = manifest.value.name;
@@ -164,34 +201,26 @@ function methodNotAllowed(method: string): V1Status {
   return errorStatus(405, `the server does not allow this method on the requested resource (${method})`);
 }
 
-/** Write a JSON body. */
-export function sendJson(res: ServerResponse, code: number, body: unknown): void {
-  const payload = Buffer.from(JSON.stringify(body));
-  res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': payload.length });
-  res.end(payload);
-}
-
-/** Write a Status as the answer, with its code. */
-export function sendStatus(res: ServerResponse, status: V1Status): void {
-  const payload = encodeStatus(status);
-  res.writeHead(status.code ?? 500, { 'Content-Type': 'application/json', 'Content-Length': payload.length });
-  res.end(payload);
-}
-
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new Error('request body too large'));
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.once('end', () => resolve(Buffer.concat(chunks)));
-    req.once('error', reject);
-  });
+/** `/apis/{authentication,authorization}.k8s.io[/v1[/tokenreviews|subjectaccessreviews]]`. */
+async function reviewGroup(
+  deps: ReviewDeps,
+  group: ReviewGroup,
+  rest: string[],
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const method = req.method ?? 'GET';
+  const notFound = (): void => sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
+  if (rest.length === 0 || (rest.length === 1 && rest[0] === 'v1')) {
+    if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
+    return sendJson(res, 200, rest.length === 0 ? apiGroup(group) : reviewGroupResources(group));
+  }
+  const resource = group === 'authentication.k8s.io' ? 'tokenreviews' : 'subjectaccessreviews';
+  if (rest.length !== 2 || rest[0] !== 'v1' || rest[1] !== resource) return notFound();
+  if (method !== 'POST') return sendStatus(res, methodNotAllowed(method));
+  const body = await readJsonBody(req);
+  if (!body.ok) return sendStatus(res, body.status);
+  const answer =
+    resource === 'tokenreviews' ? tokenReview(body.value, deps.authenticator) : subjectAccessReview(body.value, deps.authorizer);
+  sendJson(res, answer.code, answer.body);
 }

@@ -26,13 +26,37 @@ export function apiVersions(serverAddress: string): Record<string, unknown> {
   };
 }
 
-/** `GET /apis`: no named groups. */
-export function apiGroupList(): Record<string, unknown> {
-  return { kind: 'APIGroupList', apiVersion: 'v1', groups: [] };
+/** The named API groups served when token authentication is on (both v1 only). */
+export const REVIEW_GROUPS = ['authentication.k8s.io', 'authorization.k8s.io'] as const;
+/** One of {@link REVIEW_GROUPS}. */
+export type ReviewGroup = (typeof REVIEW_GROUPS)[number];
+
+/** `GET /apis/{group}` (and an entry of `/apis`): the group with its one version, v1. */
+export function apiGroup(name: ReviewGroup, withKind = true): Record<string, unknown> {
+  const version = { groupVersion: `${name}/v1`, version: 'v1' };
+  const group = { name, versions: [version], preferredVersion: version };
+  return withKind ? { kind: 'APIGroup', apiVersion: 'v1', ...group } : group;
 }
 
-/** `GET /api/v1`: the resources the dev cluster serves. */
-export function coreV1Resources(): Record<string, unknown> {
+/**
+ * `GET /apis`: no named groups, or (`withReviews`, token authentication on)
+ * authentication.k8s.io and authorization.k8s.io.
+ */
+export function apiGroupList(withReviews = false): Record<string, unknown> {
+  return { kind: 'APIGroupList', apiVersion: 'v1', groups: withReviews ? REVIEW_GROUPS.map((g) => apiGroup(g, false)) : [] };
+}
+
+/** `GET /apis/{group}/v1` of a review group: tokenreviews or subjectaccessreviews (create only). */
+export function reviewGroupResources(group: ReviewGroup): Record<string, unknown> {
+  const resource =
+    group === 'authentication.k8s.io'
+      ? { name: 'tokenreviews', singularName: 'tokenreview', namespaced: false, kind: 'TokenReview', verbs: ['create'] }
+      : { name: 'subjectaccessreviews', singularName: 'subjectaccessreview', namespaced: false, kind: 'SubjectAccessReview', verbs: ['create'] };
+  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `${group}/v1`, resources: [resource] };
+}
+
+/** `GET /api/v1`: the resources the dev cluster serves (`nodes` only with a kubelet listener). */
+export function coreV1Resources(withNodes = false): Record<string, unknown> {
   const sub = (name: string, kind: string, verbs: string[]): Record<string, unknown> => ({
     name,
     singularName: '',
@@ -52,6 +76,9 @@ export function coreV1Resources(): Record<string, unknown> {
         verbs: ['get', 'list', 'watch'],
         shortNames: ['ns'],
       },
+      ...(withNodes
+        ? [{ name: 'nodes', singularName: 'node', namespaced: false, kind: 'Node', verbs: ['get', 'list'], shortNames: ['no'] }]
+        : []),
       {
         name: 'pods',
         singularName: 'pod',

@@ -2,10 +2,10 @@
  * Rendering a dev-cluster {@link Pod} as a core/v1 Pod object, real enough for `kubectl get`,
  * `exec`, `attach`, `cp` and `port-forward` (phase Running, Ready conditions, container statuses).
  */
+import { NODE_NAME } from './nodes.js';
 import type { Pod } from './pod.js';
 
-/** The node every pod "runs" on. */
-export const NODE_NAME = 'dev-cluster';
+export { NODE_NAME };
 
 /** The v1 Pod JSON of `pod`; `withKind` adds kind/apiVersion (single objects and watch events). */
 export function podObject(pod: Pod, withKind = true): Record<string, unknown> {

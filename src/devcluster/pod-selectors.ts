@@ -3,6 +3,7 @@
  * kubectl uses (`metadata.name=demo`, `app=web,tier!=db`, `app`, `!app`).
  */
 import { errorStatus } from '../status.js';
+import { NODE_NAME } from './nodes.js';
 import type { Parsed } from './stream-options.js';
 import type { Pod } from './pod.js';
 
@@ -12,7 +13,7 @@ export type PodPredicate = (pod: Pod) => boolean;
 const FIELDS: Record<string, (p: Pod) => string> = {
   'metadata.name': (p) => p.name,
   'metadata.namespace': (p) => p.namespace,
-  'spec.nodeName': () => 'dev-cluster',
+  'spec.nodeName': () => NODE_NAME,
   'status.phase': () => 'Running',
   'spec.restartPolicy': () => 'Always',
 };

@@ -104,3 +104,29 @@ export function parsePortForwardPorts(query: URLSearchParams, required: boolean)
   }
   return { ok: true, value: ports };
 }
+
+/**
+ * Parse a kubelet exec/attach query (kubelet `remotecommand.NewOptions`): `input`, `output`,
+ * `error` and `tty` are on only when exactly `1`; tty drops stderr; no stream at all is a 400. The
+ * container comes from the URL and is taken as it is (the caller checks it exists); the command is
+ * every `command` value.
+ */
+export function parseKubeletStreamOptions(
+  subresource: 'exec' | 'attach',
+  query: URLSearchParams,
+  container: string,
+): Parsed<StreamOptions> {
+  const on = (name: string): boolean => query.get(name) === '1';
+  const tty = on('tty');
+  const stdin = on('input');
+  const stdout = on('output');
+  const stderr = on('error') && !tty;
+  if (!stdin && !stdout && !stderr) {
+    return { ok: false, status: errorStatus(400, 'you must specify at least 1 of stdin, stdout, stderr') };
+  }
+  const command = subresource === 'exec' ? query.getAll('command') : [];
+  if (subresource === 'exec' && command.length === 0) {
+    return { ok: false, status: errorStatus(400, 'you must specify at least one command for the container') };
+  }
+  return { ok: true, value: { stdin, stdout, stderr, tty, container, command } };
+}

@@ -1,0 +1,81 @@
+/**
+ * The dev cluster's one Node, rendered as a core/v1 Node. Its `status.addresses` hold exactly two
+ * entries, in this order: `InternalIP` (the kubelet listener's IP) and `Hostname` (the node name);
+ * `status.daemonEndpoints.kubeletEndpoint.Port` is the kubelet listener's port (0 when the dev
+ * cluster runs without a kubelet listener). A proxy resolving pod → node → kubelet with
+ * kube-apiserver's preferred address types (`Hostname,InternalDNS,InternalIP,…` by default) must be
+ * configured to prefer InternalIP, since `dev-node` does not resolve.
+ */
+
+/** The node every pod "runs" on (`spec.nodeName`). */
+export const NODE_NAME = 'dev-node';
+
+/** What the Node object shows. */
+export interface NodeInfo {
+  name: string;
+  /** The kubelet listener's IP (`InternalIP`). */
+  internalIP: string;
+  /** The kubelet listener's port (0: none). */
+  kubeletPort: number;
+}
+
+/** When the node "was created". */
+const NODE_CREATED = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+
+/** The v1 Node JSON of `node`; `withKind` adds kind/apiVersion (single objects). */
+export function nodeObject(node: NodeInfo, withKind = true): Record<string, unknown> {
+  const uidHex = Buffer.from(node.name).toString('hex').padEnd(12, '0').slice(0, 12);
+  const condition = (type: string, status: string, reason: string, message: string): Record<string, unknown> => ({
+    type,
+    status,
+    lastHeartbeatTime: NODE_CREATED,
+    lastTransitionTime: NODE_CREATED,
+    reason,
+    message,
+  });
+  const obj = {
+    metadata: {
+      name: node.name,
+      uid: `00000000-0000-4000-9000-${uidHex}`,
+      resourceVersion: '1',
+      creationTimestamp: NODE_CREATED,
+      labels: {
+        'kubernetes.io/arch': process.arch === 'x64' ? 'amd64' : process.arch,
+        'kubernetes.io/hostname': node.name,
+        'kubernetes.io/os': 'linux',
+      },
+    },
+    spec: {},
+    status: {
+      conditions: [
+        condition('MemoryPressure', 'False', 'KubeletHasSufficientMemory', 'kubelet has sufficient memory available'),
+        condition('DiskPressure', 'False', 'KubeletHasNoDiskPressure', 'kubelet has no disk pressure'),
+        condition('PIDPressure', 'False', 'KubeletHasSufficientPID', 'kubelet has sufficient PID available'),
+        condition('Ready', 'True', 'KubeletReady', 'kubelet is posting ready status'),
+      ],
+      addresses: [
+        { type: 'InternalIP', address: node.internalIP },
+        { type: 'Hostname', address: node.name },
+      ],
+      daemonEndpoints: { kubeletEndpoint: { Port: node.kubeletPort } },
+      nodeInfo: {
+        machineID: '',
+        systemUUID: '',
+        bootID: '',
+        kernelVersion: '',
+        osImage: 'kube-stream-proxy dev cluster',
+        containerRuntimeVersion: 'dev://0.1.0',
+        kubeletVersion: 'v1.28.0',
+        kubeProxyVersion: 'v1.28.0',
+        operatingSystem: 'linux',
+        architecture: process.arch === 'x64' ? 'amd64' : process.arch,
+      },
+    },
+  };
+  return withKind ? { kind: 'Node', apiVersion: 'v1', ...obj } : obj;
+}
+
+/** `GET /api/v1/nodes`. */
+export function nodeList(node: NodeInfo): Record<string, unknown> {
+  return { kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: '1' }, items: [nodeObject(node, false)] };
+}

@@ -1,0 +1,104 @@
+/**
+ * `--authn passthrough` (the default): the upstream (here the dev cluster with token authentication
+ * and a policy) decides, the proxy forwards the caller's Authorization and Impersonate-* lines and
+ * never its own credentials (it HAS a token here), and drops X-Remote-* lines. Real kubectl over
+ * SPDY (1.27, passthrough) and WebSocket (1.33, translated).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findKubectl, kubectlE2eSkipReason, runKubectl, summary } from '../helpers/kubectl.js';
+import { request, startSecurityFixture, USERS, webSocketGetExec, type SecurityFixture, type UserName } from './security-fixture.js';
+
+const skipReason = kubectlE2eSkipReason();
+const TRANSLATOR = 'apiserver_stream_translator_requests_total';
+
+describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstream decides', () => {
+  let f: SecurityFixture;
+  const k127 = findKubectl('1.27');
+  const k133 = findKubectl('1.33');
+  beforeAll(async () => {
+    f = await startSecurityFixture({ authn: 'passthrough' });
+  });
+  afterAll(async () => {
+    await f?.close();
+  });
+
+  const exec = (bin: string, user: UserName | 'anonymous' | 'wrong', extra: string[] = []) =>
+    runKubectl(bin, [...extra, 'exec', 'demo', '--', 'echo', 'hello'], { kubeconfig: f.kubeconfig(user), timeoutMs: 30_000 });
+
+  it('a valid token execs over SPDY (1.27) and over WebSocket (1.33, translated)', async () => {
+    const before = await f.metric(TRANSLATOR, { code: '200' });
+    const spdy = await exec(k127, 'alice');
+    expect(spdy.code, summary(spdy)).toBe(0);
+    expect(spdy.stdout.toString()).toBe('hello\n');
+    const ws = await exec(k133, 'alice');
+    expect(ws.code, summary(ws)).toBe(0);
+    expect(ws.stdout.toString()).toBe('hello\n');
+    expect(await f.metric(TRANSLATOR, { code: '200' })).toBe(before + 1);
+    const execs = f.cluster.requests.filter((r) => r.url.includes('/exec?'));
+    expect(execs.length).toBeGreaterThanOrEqual(2);
+    for (const r of execs) expect(r.headers.authorization).toBe(`Bearer ${USERS.alice.token}`);
+  });
+
+  it('no token → 401, wrong token → 401, and an anonymous request goes upstream with no credentials though the proxy has a token', async () => {
+    const seen = f.cluster.requests.length;
+    for (const user of ['anonymous', 'wrong'] as const) {
+      for (const bin of [k127, k133]) {
+        const r = await exec(bin, user);
+        expect(r.code, summary(r)).not.toBe(0);
+        // With no credentials at all kubectl asks for a user name on the 401 and reads EOF from /dev/null.
+        expect(r.stderr).toMatch(user === 'anonymous' ? /Unauthorized|error: EOF/ : /Unauthorized/);
+        expect(r.stdout.toString()).not.toContain('hello');
+      }
+    }
+    const anonymous = await request(f, '/api/v1/namespaces/default/pods/demo/exec?command=echo&stdout=true', { Connection: 'Upgrade', Upgrade: 'SPDY/3.1', 'X-Stream-Protocol-Version': 'v4.channel.k8s.io' });
+    expect(anonymous.status).toBe(401);
+    expect(JSON.parse(anonymous.body)).toMatchObject({ kind: 'Status', code: 401, reason: 'Unauthorized' });
+    const arrived = f.cluster.requests.slice(seen);
+    expect(arrived.filter((r) => r.headers.authorization === undefined).length).toBeGreaterThan(0);
+    for (const r of arrived) expect(r.headers.authorization ?? '').not.toContain(USERS.proxy.token);
+  });
+
+  it('a token lacking create pods/exec gets 403 over SPDY and over WebSocket, and kubectl never succeeds by falling back', async () => {
+    for (const bin of [k127, k133]) {
+      const r = await exec(bin, 'viewer');
+      expect(r.code, summary(r)).not.toBe(0);
+      expect(r.stderr).toContain('cannot create resource "pods/exec"');
+      expect(r.stdout.toString()).toBe('');
+    }
+  });
+
+  it('a get-only user cannot exec through a WebSocket GET', async () => {
+    const r = await webSocketGetExec(f.proxy.url, USERS.viewer.token, ['echo', 'pwned'], f.pki.ca.cert);
+    expect(r.output).not.toContain('pwned');
+    // Translated: the WebSocket opens, then the upstream's refusal arrives as the Status on channel 3.
+    expect(r.statusFrame ?? String(r.status)).toMatch(/403|Forbidden/);
+    const allowed = await webSocketGetExec(f.proxy.url, USERS.alice.token, ['echo', 'allowed'], f.pki.ca.cert);
+    expect(allowed.output).toBe('allowed\n');
+  });
+
+  it('kubectl --as works: the caller Impersonate-User line reaches the upstream, which authorizes it', async () => {
+    const asAlice = await exec(k133, 'admin', ['--as=alice']);
+    expect(asAlice.code, summary(asAlice)).toBe(0);
+    expect(f.cluster.requests.some((r) => r.headers['impersonate-user'] === 'alice' && r.user === 'alice')).toBe(true);
+    const denied = await exec(k127, 'alice', ['--as=admin']);
+    expect(denied.code, summary(denied)).not.toBe(0);
+    expect(denied.stderr).toMatch(/cannot impersonate resource "users"/);
+  });
+
+  it('X-Remote-User from a client never reaches the upstream', async () => {
+    const seen = f.cluster.requests.length;
+    const res = await request(f, '/api/v1/namespaces/default/pods/demo', {
+      Authorization: `Bearer ${USERS.viewer.token}`,
+      'X-Remote-User': 'admin',
+      'X-Remote-Group': 'system:masters',
+      'X-Remote-Extra-Scopes': 'all',
+    });
+    expect(res.status).toBe(200);
+    const arrived = f.cluster.requests.slice(seen);
+    expect(arrived).toHaveLength(1);
+    expect(arrived[0]!.headers['x-remote-user']).toBeUndefined();
+    expect(arrived[0]!.headers['x-remote-group']).toBeUndefined();
+    expect(arrived[0]!.headers['x-remote-extra-scopes']).toBeUndefined();
+    expect(arrived[0]!.user).toBe('viewer');
+  });
+});
