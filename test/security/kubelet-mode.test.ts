@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findKubectl, kubectlE2eSkipReason, runKubectl, summary } from '../helpers/kubectl.js';
+import { downloadDigest, startBytesServer } from '../helpers/http-fixture.js';
+import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
 import { deterministicBytes } from '../helpers/random-data.js';
 import { PROXY_USER, startSecurityFixture, type SecurityFixture } from './security-fixture.js';
 
@@ -59,7 +60,32 @@ describe.skipIf(skipReason !== undefined)('kubelet upstream mode', () => {
       // Nothing streaming reached the API listener.
       expect(f.cluster.requests.slice(seen).filter((q) => q.listener === 'api' && q.upgrade)).toHaveLength(0);
       // The translator counts a session when its WebSocket is closed, which may be just after kubectl exited.
-      await vi.waitFor(async () => expect(await f.metric(TRANSLATOR, { code: '200' })).toBe(translatedBefore + (version === '1.33' ? 4 : 0)), { timeout: 5_000 });
+      await vi.waitFor(
+        async () => {
+          const all = (await f.proxy.app.inject({ method: 'GET', url: '/metrics' })).body.split('\n').filter((l) => l.startsWith(TRANSLATOR));
+          expect(await f.metric(TRANSLATOR, { code: '200' }), all.join('\n')).toBe(translatedBefore + (version === '1.33' ? 4 : 0));
+        },
+        { timeout: 5_000 },
+      );
+    });
+  }
+
+  for (const version of ['1.27', '1.33'] as const) {
+    it(`kubectl ${version} port-forwards through the kubelet's /portForward endpoint`, async () => {
+      const bytes = await startBytesServer();
+      const seen = f.cluster.requests.length;
+      const pf = startKubectl(findKubectl(version), ['port-forward', 'pod/demo', `:${bytes.port}`], { kubeconfig: f.kubeconfig('alice') });
+      try {
+        const m = await pf.waitForOutput(new RegExp(`Forwarding from 127\\.0\\.0\\.1:(\\d+) -> ${bytes.port}\\b`), 30_000);
+        const got = await downloadDigest(`http://127.0.0.1:${m[1]}/bytes/3000000?seed=9`);
+        expect({ sha256: got.sha256, byteLength: got.byteLength }).toEqual(bytes.expected(3_000_000, 9));
+      } finally {
+        await pf.stop('SIGINT', 10_000);
+        await bytes.close();
+      }
+      const kubelet = f.cluster.requests.slice(seen).filter((q) => q.listener === 'kubelet');
+      expect(kubelet.map((q) => q.url)).toEqual(['/portForward/default/demo']);
+      expect(kubelet[0]!.clientCertSubject).toBe(`CN=${PROXY_USER}`);
     });
   }
 
