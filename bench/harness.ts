@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import { writeKubeconfig } from '../src/kubeconfig.js';
 import { FORCE_SPDY_ENV, findKubectl, type KubectlVersion } from '../test/helpers/kubectl.js';
 import { measureTransfer } from './kubectl-throughput.js';
+import { ensureNginx, startNginx } from './nginx.js';
 import { measureDownload, measureRequestRate, startZeroServer, withPortForward } from './port-forward-throughput.js';
-import { startDevClusterProcess, startProxyProcess } from './servers.js';
+import { startDevClusterProcess, startProxyProcess, type ServerOptions } from './servers.js';
 
 /** What a row measures. */
 export type Measurement = 'stdout' | 'stdin' | 'port-forward' | 'pf-requests';
@@ -30,16 +31,29 @@ export interface RunningPath {
   close(): Promise<void>;
 }
 
+/** How a path's servers are started. */
+export interface PathStartOptions {
+  /** `node` arguments for the proxy process (e.g. `--cpu-prof`); paths without a proxy ignore them. */
+  proxy?: ServerOptions;
+}
+
 /** A way from kubectl to the pod. */
 export interface BenchPath {
+  /** Short name for `--paths` (direct, passthrough, translation, tunnel, nginx). */
+  key: string;
   /** Row label, e.g. "direct (dev cluster, SPDY)". */
   name: string;
   /** kubectl environment that selects the protocol (e.g. force SPDY). */
   env: Record<string, string>;
   /** What this path is measured for. */
   measurements: Measurement[];
+  /**
+   * Get what the path needs outside this repository (e.g. install nginx when `install` is set);
+   * returns why the path must be skipped, or undefined when it can run.
+   */
+  prepare?(install: boolean, log: (line: string) => void): string | undefined;
   /** Start it; `workDir` is a private temp folder. */
-  start(workDir: string): Promise<RunningPath>;
+  start(workDir: string, options?: PathStartOptions): Promise<RunningPath>;
 }
 
 /** Write a kubeconfig for `url` into `workDir` and return its path. */
@@ -50,10 +64,10 @@ function kubeconfigFor(workDir: string, name: string, url: string): string {
 }
 
 /** Dev cluster plus a proxy in front of it with `gates`. */
-async function proxied(workDir: string, name: string, gates: string): Promise<RunningPath> {
+async function proxied(workDir: string, name: string, gates: string, options: PathStartOptions = {}): Promise<RunningPath> {
   const cluster = await startDevClusterProcess();
   try {
-    const proxy = await startProxyProcess(cluster.url, ['--feature-gates', gates]);
+    const proxy = await startProxyProcess(cluster.url, ['--feature-gates', gates], options.proxy);
     return {
       kubeconfig: kubeconfigFor(workDir, name, proxy.url),
       close: async () => {
@@ -73,6 +87,7 @@ const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsocke
 
 /** kubectl → dev cluster over SPDY: the baseline every other path is compared with. */
 export const DEV_CLUSTER_DIRECT: BenchPath = {
+  key: 'direct',
   name: 'direct (dev cluster, SPDY)',
   env: { ...FORCE_SPDY_ENV },
   measurements: ALL,
@@ -84,31 +99,84 @@ export const DEV_CLUSTER_DIRECT: BenchPath = {
 
 /** kubectl → proxy (UpgradeAwareProxy passthrough) → dev cluster, SPDY end to end. */
 export const PROXY_PASSTHROUGH: BenchPath = {
+  key: 'passthrough',
   name: 'proxy passthrough (SPDY)',
   env: { ...FORCE_SPDY_ENV },
   measurements: ALL,
-  start: (workDir) => proxied(workDir, 'passthrough', GATES_OFF),
+  start: (workDir, options) => proxied(workDir, 'passthrough', GATES_OFF, options),
 };
 
 /** kubectl (WebSocket v5) → proxy StreamTranslatorProxy → dev cluster (SPDY). */
 export const PROXY_TRANSLATION: BenchPath = {
+  key: 'translation',
   name: 'proxy translation (WS v5 → SPDY)',
   env: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' },
   measurements: ['stdout', 'stdin'],
-  start: (workDir) => proxied(workDir, 'translation', GATES_ON),
+  start: (workDir, options) => proxied(workDir, 'translation', GATES_ON, options),
 };
 
 /** kubectl (SPDY/3.1+portforward.k8s.io over WebSocket) → proxy tunnel → dev cluster (SPDY). */
 export const PROXY_TUNNEL: BenchPath = {
+  key: 'tunnel',
   name: 'proxy tunnel (WS → SPDY port-forward)',
   env: { KUBECTL_PORT_FORWARD_WEBSOCKETS: 'true' },
   measurements: ['port-forward', 'pf-requests'],
-  start: (workDir) => proxied(workDir, 'tunnel', GATES_ON),
+  start: (workDir, options) => proxied(workDir, 'tunnel', GATES_ON, options),
 };
+
+let nginxBin: string | undefined;
+
+/**
+ * kubectl → nginx (plain passthrough reverse proxy, bench/nginx.ts) → dev cluster, SPDY end to end:
+ * what an ordinary reverse proxy costs on the same machine, for comparison with the passthrough.
+ * Skipped with a note when nginx is missing and cannot be installed.
+ */
+export const NGINX_PASSTHROUGH: BenchPath = {
+  key: 'nginx',
+  name: 'nginx passthrough (SPDY)',
+  env: { ...FORCE_SPDY_ENV },
+  measurements: ALL,
+  prepare(install, log) {
+    const found = ensureNginx(install, log);
+    if ('skip' in found) return found.skip;
+    nginxBin = found.bin;
+    return undefined;
+  },
+  async start(workDir) {
+    const bin = nginxBin ?? findNginxOrThrow();
+    const cluster = await startDevClusterProcess();
+    try {
+      const nginx = await startNginx(bin, cluster.url, join(workDir, `nginx-${Date.now()}`));
+      return {
+        kubeconfig: kubeconfigFor(workDir, 'nginx', nginx.url),
+        close: async () => {
+          await nginx.close();
+          await cluster.close();
+        },
+      };
+    } catch (e) {
+      await cluster.close();
+      throw e;
+    }
+  },
+};
+
+function findNginxOrThrow(): string {
+  const found = ensureNginx(false);
+  if ('skip' in found) throw new Error(found.skip);
+  return found.bin;
+}
 
 /** The baseline path: ratios are computed against it, same measurement, same run. */
 export const BASELINE = DEV_CLUSTER_DIRECT;
-export const PATHS: BenchPath[] = [DEV_CLUSTER_DIRECT, PROXY_PASSTHROUGH, PROXY_TRANSLATION, PROXY_TUNNEL];
+export const PATHS: BenchPath[] = [DEV_CLUSTER_DIRECT, PROXY_PASSTHROUGH, PROXY_TRANSLATION, PROXY_TUNNEL, NGINX_PASSTHROUGH];
+
+/** The paths named in a `--paths` list (their keys), in {@link PATHS} order. */
+export function pathsByKey(keys: string[]): BenchPath[] {
+  const unknown = keys.filter((k) => !PATHS.some((p) => p.key === k));
+  if (unknown.length > 0) throw new Error(`unknown path(s) ${unknown.join(', ')}; known: ${PATHS.map((p) => p.key).join(', ')}`);
+  return PATHS.filter((p) => keys.includes(p.key));
+}
 /** kubectl 1.33 for every path: it speaks all four protocols, so rows differ only by path. */
 export const CLIENT: { name: string; version: KubectlVersion } = { name: 'kubectl 1.33', version: '1.33' };
 
@@ -127,6 +195,10 @@ export interface BenchOptions {
   measurements?: Measurement[];
   /** Progress lines (default: none). */
   log?: (line: string) => void;
+  /** Install what an optional path needs (nginx) when missing (default false: skip it with a note). */
+  install?: boolean;
+  /** Run each proxy process under `node --cpu-prof`, its profile written to `cpuProfDir/<path key>/` on exit. */
+  cpuProfDir?: string;
 }
 
 /** The preset for `--quick` (used by the test) and the default. */
@@ -169,7 +241,13 @@ export async function runBenchmarks(o: BenchOptions): Promise<BenchRow[]> {
     for (const path of o.paths ?? PATHS) {
       const todo = path.measurements.filter((m) => !o.measurements || o.measurements.includes(m));
       if (todo.length === 0) continue;
-      const running = await path.start(work);
+      const skip = path.prepare?.(o.install ?? false, log);
+      if (skip !== undefined) {
+        (o.log ?? console.log)(`note: skipping the "${path.name}" rows: ${skip}`);
+        continue;
+      }
+      const start: PathStartOptions = o.cpuProfDir ? { proxy: { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${join(o.cpuProfDir, path.key)}`] } } : {};
+      const running = await path.start(work, start);
       try {
         for (const measurement of todo) {
           const wallMs: number[] = [];

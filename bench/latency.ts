@@ -13,7 +13,11 @@
  * Every path row carries "added" = path − direct (the dev cluster over SPDY) for the same
  * measurement and percentile, in the same run.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { EchoSession } from './echo.js';
+import { ensureNginx, startNginx } from './nginx.js';
 import { startDevClusterProcess, startProxyProcess, type ServerProcess } from './servers.js';
 import { openSpdyExec } from './spdy-client.js';
 import { openWsExec } from './ws-client.js';
@@ -27,6 +31,8 @@ export type LatencyMeasurement = 'echo' | 'handshake' | 'first-echo';
 
 /** A client and the server it talks to. */
 export interface LatencyPath {
+  /** Short name for `--paths` (as bench/harness.ts's paths). */
+  key: string;
   name: string;
   /** Which server of {@link LatencyServers} to dial. */
   server: keyof LatencyServers;
@@ -37,14 +43,18 @@ interface LatencyServers {
   cluster: ServerProcess;
   passthrough: ServerProcess;
   translation: ServerProcess;
+  /** Started only when a path needs it (bench/nginx.ts). */
+  nginx?: ServerProcess;
 }
 
-export const LATENCY_DIRECT: LatencyPath = { name: 'direct (dev cluster, SPDY)', server: 'cluster', client: 'spdy' };
+export const LATENCY_DIRECT: LatencyPath = { key: 'direct', name: 'direct (dev cluster, SPDY)', server: 'cluster', client: 'spdy' };
 export const LATENCY_PATHS: LatencyPath[] = [
   LATENCY_DIRECT,
-  { name: 'proxy passthrough (SPDY)', server: 'passthrough', client: 'spdy' },
-  { name: 'proxy translation (WS v5 → SPDY)', server: 'translation', client: 'ws' },
+  { key: 'passthrough', name: 'proxy passthrough (SPDY)', server: 'passthrough', client: 'spdy' },
+  { key: 'translation', name: 'proxy translation (WS v5 → SPDY)', server: 'translation', client: 'ws' },
 ];
+/** nginx as a plain passthrough (bench/nginx.ts) in front of the same dev cluster; not in the default set. */
+export const LATENCY_NGINX: LatencyPath = { key: 'nginx', name: 'nginx passthrough (SPDY)', server: 'nginx', client: 'spdy' };
 
 const GATES_OFF = 'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false';
 const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
@@ -100,7 +110,9 @@ export function percentiles(samplesMs: number[]): Percentiles {
 const nsToMs = (ns: bigint): number => Number(ns) / 1e6;
 
 function openSession(path: LatencyPath, servers: LatencyServers): Promise<EchoSession & { handshakeNs: bigint; startNs: bigint }> {
-  const url = servers[path.server].url;
+  const server = servers[path.server];
+  if (!server) throw new Error(`latency: no ${path.server} server running`);
+  const url = server.url;
   return path.client === 'spdy' ? openSpdyExec(url) : openWsExec(url);
 }
 
@@ -164,9 +176,18 @@ async function measureHandshakes(path: LatencyPath, servers: LatencyServers, o: 
 
 /** Run every latency row; options default to the full preset, `quick` picks {@link LATENCY_QUICK}. */
 export async function runLatencyBenchmarks(
-  opts: { quick?: boolean; log?: (line: string) => void; paths?: LatencyPath[] } & Partial<LatencyOptions> = {},
+  opts: { quick?: boolean; log?: (line: string) => void; paths?: LatencyPath[]; install?: boolean } & Partial<LatencyOptions> = {},
 ): Promise<LatencyRow[]> {
-  const { quick, log = () => {}, paths = LATENCY_PATHS, ...overrides } = opts;
+  const { quick, log = () => {}, install = false, paths: pathsOpt, ...overrides } = opts;
+  let paths = pathsOpt ?? LATENCY_PATHS;
+  let nginxBin: string | undefined;
+  if (paths.some((p) => p.server === 'nginx')) {
+    const found = ensureNginx(install, log);
+    if ('skip' in found) {
+      (opts.log ?? console.log)(`note: skipping the "${LATENCY_NGINX.name}" rows: ${found.skip}`);
+      paths = paths.filter((p) => p.server !== 'nginx');
+    } else nginxBin = found.bin;
+  }
   const o: LatencyOptions = { ...(quick ? LATENCY_QUICK : LATENCY_FULL), ...overrides };
   const started: ServerProcess[] = [];
   const rows: LatencyRow[] = [];
@@ -179,6 +200,12 @@ export async function runLatencyBenchmarks(
     ]);
     started.push(passthrough, translation);
     const servers: LatencyServers = { cluster, passthrough, translation };
+    if (nginxBin) {
+      const dir = mkdtempSync(join(tmpdir(), 'ksp-bench-nginx-'));
+      const nginx = await startNginx(nginxBin, cluster.url, dir);
+      started.push({ ...nginx, close: async () => (await nginx.close(), rmSync(dir, { recursive: true, force: true })) });
+      servers.nginx = nginx;
+    }
     const push = (path: LatencyPath, measurement: LatencyMeasurement, sessions: number, samples: number[]): void => {
       const row: LatencyRow = { path: path.name, measurement, sessions, samples: samples.length, latency: percentiles(samples) };
       rows.push(row);

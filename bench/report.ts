@@ -51,6 +51,9 @@ one curl download of N bytes through a running \`kubectl port-forward\` (size ch
 small requests by one curl over one keep-alive connection through the forward. MB = 10^6 bytes; "best" is
 the fastest run, "median" the median run; "× direct" is median ÷ the direct path's median for the same
 measurement in the same run (the machines are noisy, so only same-run ratios mean anything).
+\`nginx passthrough\` is nginx (Debian's package, one worker) as a plain reverse proxy in front of the dev
+cluster (HTTP/1.1 upstream, \`Upgrade\`/\`Connection: upgrade\` forwarded, no buffering; bench/nginx.ts), for
+comparison with the proxy's passthrough; its rows are missing when nginx was not installed.
 
 ${table}
 `;

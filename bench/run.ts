@@ -9,13 +9,26 @@
  *             not combinable with --write (the page holds the throughput table only)
  *   --slow-reader run the slow-reader memory benchmark (bench/slow-reader.ts: 1 GiB of exec stdout, a 10 s
  *             stall; with --quick 64 MiB, 2 s) and print its table; not combinable with --write
+ *   --idle    run the idle-session concurrency benchmark (bench/idle.ts: 1,000, 5,000 and 10,000 idle exec
+ *             sessions through the passthrough and the translation, proxy RSS per session and idle CPU;
+ *             with --quick 200 sessions, a 6 s window) and print its table; not combinable with --write
+ *     --idle-sessions N,N,…  session counts (one row each per path)
+ *     --idle-window S        idle window in seconds (default 30; quick 6)
+ *     --idle-concurrency N   session opens in flight (default 200; quick 50)
+ *   --paths direct,passthrough,translation,tunnel,nginx
+ *             only these paths (throughput and latency; default: all, nginx included for the throughput
+ *             rows and as an extra latency row, installed with apt-get when missing or skipped with a note)
+ *   --no-install  never install nginx: skip its rows with a note when it is missing
+ *   --cpu-prof DIR  run each proxy process under `node --cpu-prof`, profiles in DIR/<path> (throughput only;
+ *             summarise them with `node dist/bench/cpuprofile-top.js FILE`)
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { FULL, QUICK, runBenchmarks, type Measurement } from './harness.js';
-import { latencyTextTable, runLatencyBenchmarks } from './latency.js';
+import { FULL, PATHS, QUICK, pathsByKey, runBenchmarks, type BenchPath, type Measurement } from './harness.js';
+import { idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
+import { LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
 import { machineInfo } from './machine.js';
 import { markdownReport, textTable } from './report.js';
@@ -43,9 +56,30 @@ async function main(): Promise<void> {
       only: { type: 'string' },
       latency: { type: 'boolean', default: false },
       'slow-reader': { type: 'boolean', default: false },
+      idle: { type: 'boolean', default: false },
+      'idle-sessions': { type: 'string' },
+      'idle-window': { type: 'string' },
+      'idle-concurrency': { type: 'string' },
+      paths: { type: 'string' },
+      'no-install': { type: 'boolean', default: false },
+      'cpu-prof': { type: 'string' },
     },
     strict: true,
   });
+  const pathKeys = values.paths?.split(',').map((k) => k.trim()).filter(Boolean);
+  const install = !values['no-install'];
+  if (values.idle) {
+    if (values.write) throw new Error('--idle cannot be combined with --write: the idle table is printed only');
+    const opts: Partial<IdleOptions> = {};
+    if (values['idle-sessions']) opts.counts = values['idle-sessions'].split(',').map((n) => positiveInt('--idle-sessions', n));
+    if (values['idle-window']) opts.windowMs = positiveInt('--idle-window', values['idle-window']) * 1000;
+    if (values['idle-concurrency']) opts.concurrency = positiveInt('--idle-concurrency', values['idle-concurrency']);
+    const machine = machineInfo();
+    console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}\n`);
+    const rows = await runIdleBenchmarks({ quick: values.quick, opts, log: (l) => console.log(l) });
+    console.log('\n' + idleTextTable(rows) + '\n\n' + idleMarkdownTable(rows));
+    return;
+  }
   if (values['slow-reader']) {
     if (values.write) throw new Error('--slow-reader cannot be combined with --write: the slow-reader table is printed only');
     const machine = machineInfo();
@@ -58,7 +92,10 @@ async function main(): Promise<void> {
     if (values.write) throw new Error('--latency cannot be combined with --write: the latency table is printed only');
     const machine = machineInfo();
     console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}\n`);
-    const rows = await runLatencyBenchmarks({ quick: values.quick, log: (l) => console.log(l) });
+    const all = [...LATENCY_PATHS, LATENCY_NGINX];
+    const paths = pathKeys ? all.filter((p) => pathKeys.includes(p.key)) : all;
+    if (pathKeys) pathsByKey(pathKeys); // reject unknown keys
+    const rows = await runLatencyBenchmarks({ quick: values.quick, paths, install, log: (l) => console.log(l) });
     console.log('\n' + latencyTextTable(rows));
     return;
   }
@@ -72,7 +109,10 @@ async function main(): Promise<void> {
   console.log(`transfers of ${bytes / 1e6} MB, ${runs} run(s) per row\n`);
   const requests = values.requests ? Number(values.requests) : preset.requests;
   const measurements = values.only?.split(',') as Measurement[] | undefined;
-  const rows = await runBenchmarks({ bytes, runs, requests, measurements, log: (l) => console.log(l) });
+  const paths: BenchPath[] = pathKeys ? pathsByKey(pathKeys) : PATHS;
+  const cpuProfDir = values['cpu-prof'] ? resolve(values['cpu-prof']) : undefined;
+  const rows = await runBenchmarks({ bytes, runs, requests, measurements, paths, install, log: (l) => console.log(l), cpuProfDir });
+  if (cpuProfDir) console.log(`\nproxy CPU profiles in ${cpuProfDir}/<path>/ (node dist/bench/cpuprofile-top.js FILE)`);
   console.log('\n' + textTable(rows));
   if (values.write) {
     const commandLine = ['node', 'dist/bench/run.js', ...process.argv.slice(2)].join(' ');
@@ -83,6 +123,12 @@ async function main(): Promise<void> {
     writeFileSync(out, `# Benchmarks\n\n${markdownReport(rows, machine, commandLine, new Date())}\n${rest}`);
     console.log(`\nwrote ${out}`);
   }
+}
+
+function positiveInt(flag: string, text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer, got ${text}`);
+  return n;
 }
 
 main().catch((err: unknown) => {

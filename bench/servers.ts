@@ -14,6 +14,16 @@ export interface ServerProcess {
   close(): Promise<void>;
 }
 
+/**
+ * How to start a server process. File descriptors: Node raises its soft RLIMIT_NOFILE to the hard
+ * limit at start-up, so each server gets the hard limit it inherits (raising that needs
+ * CAP_SYS_RESOURCE, which the bench does not assume).
+ */
+export interface ServerOptions {
+  /** Arguments for `node` itself, before the script (e.g. `--cpu-prof`, `--cpu-prof-dir=…`). */
+  nodeArgs?: string[];
+}
+
 /** bin/kube-stream-proxy.js, found from dist/bench/ (compiled) or bench/ (source). */
 function cliPath(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
@@ -26,8 +36,8 @@ function cliPath(): string {
  * Run `kube-stream-proxy <args>` and resolve with the first `http(s)://…` URL printed on a line
  * matching `ready` (e.g. "dev cluster listening on http://127.0.0.1:NNNN").
  */
-export function startCli(args: string[], ready: RegExp, timeoutMs = 30_000): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [cliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+export function startCli(args: string[], ready: RegExp, timeoutMs = 30_000, options: ServerOptions = {}): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), cliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => fail(new Error(`no "${ready.source}" line within ${timeoutMs} ms`)), timeoutMs);
@@ -67,11 +77,11 @@ function stop(child: ChildProcess): Promise<void> {
 }
 
 /** The dev cluster on a free loopback port. */
-export function startDevClusterProcess(): Promise<ServerProcess> {
-  return startCli(['dev-cluster', '--listen', '127.0.0.1:0'], /^dev cluster listening on /);
+export function startDevClusterProcess(options: ServerOptions = {}): Promise<ServerProcess> {
+  return startCli(['dev-cluster', '--listen', '127.0.0.1:0'], /^dev cluster listening on /, 30_000, options);
 }
 
 /** The proxy on a free loopback port in front of `upstream`. */
-export function startProxyProcess(upstream: string, extraArgs: string[] = []): Promise<ServerProcess> {
-  return startCli(['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...extraArgs], /^kube-stream-proxy listening on /);
+export function startProxyProcess(upstream: string, extraArgs: string[] = [], options: ServerOptions = {}): Promise<ServerProcess> {
+  return startCli(['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...extraArgs], /^kube-stream-proxy listening on /, 30_000, options);
 }

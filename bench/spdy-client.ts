@@ -18,9 +18,17 @@ export interface SpdyExecSession extends EchoSession {
   startNs: bigint;
 }
 
+/** Options of {@link openSpdyExec} and {@link openWsExec}. */
+export interface ExecClientOptions {
+  /** The exec request-target (default {@link CAT_EXEC_PATH}); it must request stdin, stdout and stderr. */
+  path?: string;
+  /** Ping the server every this many ms as kubectl does (5,000); default: no pings. */
+  pingIntervalMs?: number;
+}
+
 /** Upgrade to SPDY/3.1 at `baseUrl` + {@link CAT_EXEC_PATH}; resolves once all four streams are replied. */
-export function openSpdyExec(baseUrl: string, timeoutMs = 30_000): Promise<SpdyExecSession> {
-  const url = new URL(CAT_EXEC_PATH, baseUrl);
+export function openSpdyExec(baseUrl: string, timeoutMs = 30_000, options: ExecClientOptions = {}): Promise<SpdyExecSession> {
+  const url = new URL(options.path ?? CAT_EXEC_PATH, baseUrl);
   return new Promise((resolve, reject) => {
     const req = request(url, {
       method: 'POST',
@@ -47,7 +55,7 @@ export function openSpdyExec(baseUrl: string, timeoutMs = 30_000): Promise<SpdyE
     });
     req.once('upgrade', (_res, socket: Socket, head: Buffer) => {
       socket.setNoDelay(true);
-      const conn = new SpdyConnection(socket, { isServer: false, head });
+      const conn = new SpdyConnection(socket, { isServer: false, head, pingIntervalMs: options.pingIntervalMs });
       void (async () => {
         const open = async (streamtype: string): Promise<SpdyStream> => {
           const s = await conn.openStream({ streamtype }, { timeoutMs });

@@ -4,7 +4,7 @@
  */
 import WebSocket from 'ws';
 import { EchoReader, type EchoSession } from './echo.js';
-import { CAT_EXEC_PATH } from './spdy-client.js';
+import { CAT_EXEC_PATH, type ExecClientOptions } from './spdy-client.js';
 
 export interface WsExecSession extends EchoSession {
   /** Nanoseconds from starting the upgrade request to the initial (empty) frame. */
@@ -14,8 +14,8 @@ export interface WsExecSession extends EchoSession {
 }
 
 /** Open a v5 exec session at `baseUrl` + {@link CAT_EXEC_PATH}; resolves on the initial frame. */
-export function openWsExec(baseUrl: string, timeoutMs = 30_000): Promise<WsExecSession> {
-  const url = new URL(CAT_EXEC_PATH, baseUrl);
+export function openWsExec(baseUrl: string, timeoutMs = 30_000, options: ExecClientOptions = {}): Promise<WsExecSession> {
+  const url = new URL(options.path ?? CAT_EXEC_PATH, baseUrl);
   url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
@@ -25,6 +25,14 @@ export function openWsExec(baseUrl: string, timeoutMs = 30_000): Promise<WsExecS
     let ready = false;
     const timer = setTimeout(() => ws.terminate(), timeoutMs);
     const closed = new Promise<void>((r) => ws.once('close', () => r()));
+    // client-go's WebSocket executor pings every 5 s (its heartbeat); `ws` answers the server's pings.
+    const pinger =
+      options.pingIntervalMs !== undefined && options.pingIntervalMs > 0
+        ? setInterval(() => {
+            if (ws.readyState === WebSocket.OPEN) ws.ping();
+          }, options.pingIntervalMs).unref()
+        : undefined;
+    ws.once('close', () => clearInterval(pinger));
     ws.on('error', (err) => {
       if (!ready) reject(err);
     });

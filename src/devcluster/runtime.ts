@@ -6,6 +6,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { TerminalSize } from '../terminal-size.js';
+import { startBuiltinCommand } from './builtin-commands.js';
 import type { ContainerProcess } from './container-process.js';
 import { DEFAULT_TERMINAL_SIZE, spawnLocal, type LocalProcess } from './local-process.js';
 import type { Pod } from './pod.js';
@@ -54,7 +55,10 @@ export async function runExec(
   const size = streams.tty ? await firstResize(streams.resize, signal) : DEFAULT_TERMINAL_SIZE;
   if (signal.aborted) throw abortError(signal);
 
-  const proc = spawnLocal(req.command, { podName: pod.name, workDir: pod.workDir }, streams.tty, size);
+  // Dev-cluster-only built-ins (builtin-commands.ts) run without a process.
+  const proc =
+    startBuiltinCommand(req.command, streams.tty) ??
+    spawnLocal(req.command, { podName: pod.name, workDir: pod.workDir }, streams.tty, size);
   const session = new AbortController();
   pod.sessions.add(session);
   const both = AbortSignal.any([signal, session.signal]);

@@ -1,0 +1,158 @@
+/**
+ * nginx as a plain passthrough reverse proxy in front of the dev cluster (the "nginx passthrough"
+ * benchmark path): HTTP/1.1 upstream, `Upgrade`/`Connection: upgrade` forwarded, no buffering, long
+ * timeouts. It runs on loopback with its own prefix, config, pid and log files in a temp folder (never
+ * the system's /etc/nginx), in the foreground as a child process.
+ *
+ * Debian's `nginx` package provides the binary. When it is missing the bench installs it with
+ * `apt-get install -y nginx` (as root, where apt-get exists) or skips the path with a printed note.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { delimiter, join } from 'node:path';
+import type { ServerProcess } from './servers.js';
+
+/** The nginx binary on PATH or in /usr/sbin, or undefined. */
+export function findNginx(): string | undefined {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin'];
+  for (const dir of dirs) {
+    if (!dir) continue;
+    const candidate = join(dir, 'nginx');
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // next
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The nginx binary, installing Debian's package first when `install` is set and it is missing.
+ * Returns `{ bin }` or `{ skip }` (why the nginx path cannot run).
+ */
+export function ensureNginx(install: boolean, log: (line: string) => void = () => undefined): { bin: string } | { skip: string } {
+  const found = findNginx();
+  if (found) return { bin: found };
+  if (!install) return { skip: 'nginx is not installed (apt-get install -y nginx)' };
+  if (process.getuid?.() !== 0) return { skip: 'nginx is not installed and installing it needs root (apt-get install -y nginx)' };
+  const aptGet = spawnSync('sh', ['-c', 'command -v apt-get'], { encoding: 'utf8' });
+  if (aptGet.status !== 0) return { skip: 'nginx is not installed and there is no apt-get to install it' };
+  log('note: nginx is missing; installing Debian\'s "nginx" package (apt-get install -y nginx) …');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const tryInstall = (): boolean => spawnSync('apt-get', ['install', '-y', '-qq', 'nginx'], { env, stdio: 'ignore', timeout: 300_000 }).status === 0;
+  if (!tryInstall()) {
+    spawnSync('apt-get', ['update', '-qq'], { env, stdio: 'ignore', timeout: 300_000 });
+    if (!tryInstall()) return { skip: 'nginx is not installed and apt-get install -y nginx failed' };
+  }
+  const bin = findNginx();
+  return bin ? { bin } : { skip: 'apt-get installed nginx but no nginx binary was found' };
+}
+
+/** A free loopback TCP port (bound, then released; nginx needs the number in its config). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createConnection({ host: '127.0.0.1', port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+/** The nginx.conf of the passthrough: one worker (the proxy is one event loop too), loopback only. */
+export function nginxConfig(o: { prefix: string; port: number; upstream: URL; runAsRoot: boolean }): string {
+  const p = (name: string): string => join(o.prefix, name);
+  return `# kube-stream-proxy bench: nginx as a plain passthrough reverse proxy (generated).
+${o.runAsRoot ? 'user root;\n' : ''}daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile 16384;
+pid ${p('nginx.pid')};
+error_log ${p('error.log')} warn;
+
+events {
+  worker_connections 8192;
+}
+
+http {
+  access_log off;
+  client_body_temp_path ${p('client_body')};
+  proxy_temp_path ${p('proxy')};
+  fastcgi_temp_path ${p('fastcgi')};
+  uwsgi_temp_path ${p('uwsgi')};
+  scgi_temp_path ${p('scgi')};
+
+  server {
+    listen 127.0.0.1:${o.port};
+    client_max_body_size 0;
+
+    location / {
+      proxy_pass http://${o.upstream.host};
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection "upgrade";
+      proxy_set_header Host $host;
+      proxy_buffering off;
+      proxy_request_buffering off;
+      proxy_connect_timeout 60s;
+      proxy_read_timeout 3600s;
+      proxy_send_timeout 3600s;
+    }
+  }
+}
+`;
+}
+
+/** Start nginx (`bin`) on a free loopback port in front of `upstream`; files go under `dir`. */
+export async function startNginx(bin: string, upstream: string, dir: string, timeoutMs = 15_000): Promise<ServerProcess> {
+  const up = new URL(upstream);
+  if (up.protocol !== 'http:') throw new Error(`nginx bench path: plain http upstream expected, got ${upstream}`);
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const conf = join(dir, 'nginx.conf');
+  writeFileSync(conf, nginxConfig({ prefix: dir, port, upstream: up, runAsRoot: process.getuid?.() === 0 }));
+  const child = spawn(bin, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  let exited: string | undefined;
+  child.once('exit', (code, signal) => (exited = `code=${code} signal=${signal}`));
+  child.once('error', (err) => (exited = err.message));
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (exited !== undefined) throw new Error(`nginx exited early (${exited}):\n${output}`);
+    if (await canConnect(port)) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`nginx did not listen on 127.0.0.1:${port} within ${timeoutMs} ms:\n${output}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.removeAllListeners('exit');
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM'); // nginx: fast shutdown of master and workers
+        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+      }),
+  };
+}
