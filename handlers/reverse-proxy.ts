@@ -41,7 +41,11 @@ function isDisguisedPodStream(url: string): boolean {
   } catch {
     return true;
   }
-  return POD_STREAM_PATH.test(decoded.replace(/\/{2,}/g, '/'));
+  const collapsed = decoded.replace(/\/{2,}/g, '/');
+  // Resolve dot segments as the upstream's URL parser will (`..`, `%2E%2E`): `pods/x/../demo/exec` IS
+  // exec upstream, and must not reach it past the exec route.
+  const resolved = new URL(collapsed, 'http://request.invalid').pathname;
+  return POD_STREAM_PATH.test(collapsed) || POD_STREAM_PATH.test(resolved);
 }
 
 /** Upstream request headers for a plain request: client's lines minus hop-by-hop, plus ours. */

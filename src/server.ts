@@ -17,7 +17,7 @@ import { createServer as createHttpServer, ServerResponse, type IncomingMessage,
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyReply } from 'fastify';
 import { Registry } from 'prom-client';
 import { attachRoutes } from '../handlers/attach.js';
 import { execRoutes } from '../handlers/exec.js';
@@ -25,6 +25,7 @@ import type { HandlerDeps } from '../handlers/handler-deps.js';
 import { healthRoutes, HEALTH_PATHS, type ReadinessCheck } from '../handlers/health.js';
 import { portforwardRoutes } from '../handlers/portforward.js';
 import { reverseProxyRoutes } from '../handlers/reverse-proxy.js';
+import { sendStatus } from '../handlers/status-reply.js';
 import { rememberUpgrade } from '../handlers/upgrade-context.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
@@ -38,6 +39,7 @@ import { TokenReviewer } from './auth/token-review.js';
 import type { ProxyConfig } from './config.js';
 import { KubeletLocator } from './kubelet/kubelet-locator.js';
 import { createMetrics, type HandlerLabel } from './metrics.js';
+import { errorStatus } from './status.js';
 import { StreamingSessions } from './streaming-sessions.js';
 import { UpstreamProbe } from './upstream-probe.js';
 
@@ -107,6 +109,19 @@ function handlerOf(url: string | undefined): HandlerLabel {
   return 'proxy';
 }
 
+/** The answer to a request Node's HTTP parser refused: a Status (431 for an oversized head, else 400), then close. */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? errorStatus(431, 'Request Header Fields Too Large', 'RequestHeaderFieldsTooLarge')
+      : errorStatus(400, `Bad Request: ${err.code ?? err.message}`, 'BadRequest');
+  closeAfterAnswer(socket, status);
+}
+
 /** Build the app (routes, hooks, upgrade routing) without listening. */
 export async function buildServer(config: ProxyConfig, options: ServerOptions = {}): Promise<FastifyInstance> {
   const registry = options.registry ?? new Registry();
@@ -128,6 +143,12 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     requestTimeout: 0,
     connectionTimeout: 0,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // A request Node's parser rejects (conflicting Content-Length/Transfer-Encoding, oversized or broken
+    // head) or a URL that does not decode gets a Kubernetes Status, as from the apiserver, not Fastify's JSON.
+    clientErrorHandler: (err, socket) => answerClientError(err, socket),
+    frameworkErrors: (error, _request, reply) => {
+      sendStatus(reply as unknown as FastifyReply, errorStatus(400, error.message, 'BadRequest'));
+    },
     serverFactory: (handler) => {
       // Client certificates are asked for, verified against every trusted bundle by TLS, and then
       // attributed to their bundle by the authenticator; a connection without one is still served.
@@ -216,6 +237,11 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     // Node removed its own listeners from the socket; without one, a reset would be uncaught.
     socket.on('error', (err) => app.log.debug({ err }, 'client socket error'));
+    // Node skips its Host check (requireHostHeader) for upgrade requests; Go's net/http does not.
+    if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+      closeAfterAnswer(socket, errorStatus(400, 'missing required Host header', 'BadRequest'));
+      return;
+    }
     upgradeSockets.add(socket);
     socket.once('close', () => upgradeSockets.delete(socket));
     rememberUpgrade(req, { socket, head });

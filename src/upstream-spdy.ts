@@ -93,14 +93,16 @@ export function upstreamSpdyHeaders(
   let pairs = stripHopByHop(clientHeaders).filter(([n]) => !isDroppedHeader(n.toLowerCase()));
   pairs = withForwardedHeaders(pairs, client);
   pairs = setHeaders(pairs, auth);
+  // The upgrade lines go first: a Node upstream keeps only about the first 1,000 header lines, so a
+  // client with many lines must not push them out (a Go kubelet has no line limit).
   return [
     ['Host', host],
-    ...pairs,
-    // Go's req.Write sends this for a body-less POST.
-    ['Content-Length', '0'],
     ['Connection', 'Upgrade'],
     ['Upgrade', 'SPDY/3.1'],
     ...protocols.map((p): HeaderPair => [HEADER_PROTOCOL_VERSION, p]),
+    // Go's req.Write sends this for a body-less POST.
+    ['Content-Length', '0'],
+    ...pairs,
   ];
 }
 

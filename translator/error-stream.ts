@@ -14,11 +14,32 @@ export type RemoteCommandOutcome =
   /** Anything else: an error whose message becomes an InternalError. */
   | { kind: 'error'; message: string };
 
+/**
+ * Longest excerpt of undecodable error-stream content quoted in a message. client-go quotes all of it
+ * (`%q`), but the error stream may hold up to 1 MiB and the message goes back to the client in a
+ * Status: keep the start, enough to diagnose.
+ */
+export const MAX_QUOTED_ERROR_STREAM_CHARS = 256;
+
+/** `text` as a JSON string, cut to {@link MAX_QUOTED_ERROR_STREAM_CHARS} characters (`…` and the full length noted). */
+function quoted(text: string): string {
+  if (text.length <= MAX_QUOTED_ERROR_STREAM_CHARS) return JSON.stringify(text);
+  return `${JSON.stringify(text.slice(0, MAX_QUOTED_ERROR_STREAM_CHARS))}… (${text.length} characters)`;
+}
+
+/** The first line of a parser's message, cut like {@link quoted} (V8 quotes the input in it). */
+function parseErrorMessage(e: unknown): string {
+  const m = (e as Error).message.split('\n')[0] ?? '';
+  return m.length <= MAX_QUOTED_ERROR_STREAM_CHARS ? m : `${m.slice(0, MAX_QUOTED_ERROR_STREAM_CHARS)}…`;
+}
+
 /** Decode the complete error-stream contents for `protocol`. */
 export function decodeErrorStream(protocol: string, bytes: Buffer): RemoteCommandOutcome {
   const text = bytes.toString('utf8');
   if (protocol !== StreamProtocolV4Name && protocol !== StreamProtocolV5Name) {
-    return text.length === 0 ? { kind: 'success' } : { kind: 'error', message: `error executing remote command: ${text}` };
+    if (text.length === 0) return { kind: 'success' };
+    const shown = text.length <= MAX_QUOTED_ERROR_STREAM_CHARS ? text : `${text.slice(0, MAX_QUOTED_ERROR_STREAM_CHARS)}… (${text.length} characters)`;
+    return { kind: 'error', message: `error executing remote command: ${shown}` };
   }
   // client-go v4 reads to EOF and only decodes a non-empty message.
   if (text.length === 0) return { kind: 'success' };
@@ -26,10 +47,10 @@ export function decodeErrorStream(protocol: string, bytes: Buffer): RemoteComman
   try {
     status = JSON.parse(text) as V1Status;
   } catch (e) {
-    return { kind: 'error', message: `error stream protocol error: ${(e as Error).message} in ${JSON.stringify(text)}` };
+    return { kind: 'error', message: `error stream protocol error: ${parseErrorMessage(e)} in ${quoted(text)}` };
   }
   if (typeof status !== 'object' || status === null) {
-    return { kind: 'error', message: `error stream protocol error: not an object in ${JSON.stringify(text)}` };
+    return { kind: 'error', message: `error stream protocol error: not an object in ${quoted(text)}` };
   }
   switch (status.status) {
     case 'Success':

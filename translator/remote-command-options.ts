@@ -30,17 +30,19 @@ export function queryBool(query: URLSearchParams, name: string): boolean {
 }
 
 /**
- * Parse `stdin`, `stdout`, `stderr` and `tty`. At least one of stdin/stdout/stderr must be asked
- * for (400 otherwise, the message kube-apiserver and the kubelet use); with tty, stderr is dropped.
+ * Parse `stdin`, `stdout`, `stderr` and `tty`. With tty, stderr is dropped first; then at least one
+ * of stdin/stdout/stderr must be left (400 otherwise, the message kube-apiserver and the kubelet use).
  * `command` and `container` are left to the upstream, which receives the query unchanged.
  */
 export function parseRemoteCommandOptions(query: URLSearchParams): ParsedRemoteCommandOptions {
   const stdin = queryBool(query, 'stdin');
   const stdout = queryBool(query, 'stdout');
-  const stderr = queryBool(query, 'stderr');
   const tty = queryBool(query, 'tty');
+  // The kubelet's `NewOptions` drops stderr under tty BEFORE counting streams, so `tty&stderr` alone
+  // asks for nothing and is refused here too (not upgraded and then refused on channel 3).
+  const stderr = queryBool(query, 'stderr') && !tty;
   if (!stdin && !stdout && !stderr) {
     return { ok: false, status: errorStatus(400, 'you must specify at least 1 of stdin, stdout, stderr', 'BadRequest') };
   }
-  return { ok: true, value: { stdin, stdout, stderr: stderr && !tty, tty } };
+  return { ok: true, value: { stdin, stdout, stderr, tty } };
 }

@@ -130,6 +130,12 @@ export class StreamTranslatorProxy {
     const bytes: SessionBytes = { toUpstream: 0, toClient: 0 };
     const abort = new AbortController();
     const stop = (reason: Error): void => abort.abort(reason);
+    if ((t.req.headers['sec-websocket-version'] ?? '').trim() !== '13') {
+      // gorilla and x/net/websocket accept version 13 only; ws would also take the hybi-08 draft.
+      this.#options.metrics.incStreamTranslatorRequest(400);
+      closeAfterAnswer(t.socket, errorStatus(400, 'Missing or invalid Sec-WebSocket-Version header'));
+      return Promise.resolve({ upgraded: false, done: Promise.resolve({ code: 400, bytes }), stop });
+    }
     return new Promise<TranslatorHandle>((resolve) => {
       this.#refused.set(t.req, () => {
         this.#options.metrics.incStreamTranslatorRequest(400);
@@ -231,11 +237,29 @@ export class StreamTranslatorProxy {
       for (const s of [streams.stdin, streams.stdout, streams.stderr, streams.resize, streams.error]) s?.reset();
     }
     // The upstream has said all it will; end our side of it (GOAWAY, FIN) and let it close.
-    if (connection && !connection.closed) void connection.close();
+    const closing = connection && !connection.closed ? connection.close() : undefined;
     await ws.finish(result!.status!);
+    // Let the frames just queued (RST_STREAMs, GOAWAY) leave before the socket is dropped: the SPDY
+    // writer batches a turn's frames, and destroy() would discard them (the upstream would only see
+    // the connection vanish). Bounded: an upstream that stopped reading gets cut.
+    if (closing) await settleWithin(closing, UPSTREAM_CLOSE_DEADLINE_MS);
     connection?.destroy();
     return result!;
   }
+}
+
+/** How long the upstream connection may take to flush our last frames (GOAWAY, resets) and end. */
+export const UPSTREAM_CLOSE_DEADLINE_MS = 1_000;
+
+/** Resolves when `p` settles or after `ms`, whichever is first. */
+function settleWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    void p.then(
+      () => (clearTimeout(timer), resolve()),
+      () => (clearTimeout(timer), resolve()),
+    );
+  });
 }
 
 /** The Status and counter code for a decoded outcome. */

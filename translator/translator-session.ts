@@ -67,6 +67,7 @@ export function runTranslatorSession(
   // ---- client → upstream ----
   const stdin = streams.stdin;
   let stdinClosed = false;
+  let stdinWaiting = false;
   if (parts.maxBytesPerSec > 0) {
     throttles.push(
       new ReadThrottle({ pause: () => ws.pauseInbound('throttle'), resume: () => ws.resumeInbound('throttle') }, parts.maxBytesPerSec),
@@ -94,9 +95,15 @@ export function runTranslatorSession(
       if (!stdin || stdinClosed || !stdin.writable) return;
       bytes.toUpstream += m.payload.length;
       inboundThrottle?.account(m.payload.length);
-      if (!stdin.write(m.payload)) {
+      // Messages already parsed from the same socket read still arrive after the pause: wait for
+      // one 'drain' only (a listener per message piled up: MaxListenersExceededWarning under load).
+      if (!stdin.write(m.payload) && !stdinWaiting) {
+        stdinWaiting = true;
         ws.pauseInbound('stdin');
-        stdin.once('drain', () => ws.resumeInbound('stdin'));
+        stdin.once('drain', () => {
+          stdinWaiting = false;
+          ws.resumeInbound('stdin');
+        });
       }
     } else if (m.channel === Channel.Resize) {
       // Never blocks: without tty (or a resize stream) the input is dropped.
@@ -163,6 +170,10 @@ export function runTranslatorSession(
 
   // ---- outcome ----
   const errorBytes = readToEnd(streams.error, MAX_ERROR_STREAM_BYTES);
+  // Awaited only once stdout and stderr are done. Until then a rejection (the upstream reset just the
+  // error stream, or we reset it for a protocol error) must not count as unhandled: Node would end
+  // the process.
+  errorBytes.catch(() => {});
   const cleanup = (): void => {
     flushOutput();
     ws.off('message', onMessage);

@@ -313,6 +313,10 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
     const stream = this.streams.get(id);
     // A frame's later pieces follow its first, which was already answered (or dropped) if unknown.
     if (stream === undefined) return continued ? undefined : this.unknownStream(id, 'DATA');
+    // The peer reset this stream itself: what it still sends is stale. Dropped, exactly as once the
+    // stream is forgotten (`recent` 'reset'), so the answer never depends on when the reset stream
+    // finished closing.
+    if (stream.resetByPeer) return;
     if (stream.remoteFinished) {
       return this.streamError(stream.id, RstStatus.STREAM_ALREADY_CLOSED, `DATA on stream ${id} after FIN`);
     }

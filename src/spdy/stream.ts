@@ -94,6 +94,11 @@ export class SpdyStream extends Duplex {
     this.destroy();
   }
 
+  /** @internal True once the peer sent RST_STREAM for this stream (its later frames are stale). */
+  get resetByPeer(): boolean {
+    return this.resetReceived && this.connectionError === undefined;
+  }
+
   /** @internal Peer DATA; returns false when the consumer is full (pause the socket). */
   pushData(data: Buffer): boolean {
     if (this.destroyed) return true;
@@ -114,7 +119,9 @@ export class SpdyStream extends Duplex {
    * Any other status is an abort: the stream is destroyed (with an error when someone listens).
    */
   remoteReset(status: number): void {
-    if (this.destroyed) return;
+    // A repeated reset changes nothing (and must not add an 'end' listener per frame: an RST storm on
+    // a stream whose readable side nobody reads would pile them up without bound).
+    if (this.destroyed || this.resetReceived) return;
     this.resetReceived = true;
     this.emit('reset', status);
     if (status !== RstStatus.CANCEL) return this.destroyQuietly(new SpdyStreamResetError(this.id, status));

@@ -1,0 +1,132 @@
+/**
+ * Malformed-input catalogue, HTTP: every case of malformed-http-cases.ts is written raw on a fresh
+ * connection to the proxy; the answer is reduced to its canonical form and must equal the case's
+ * `expected`. After every case: no TCP connection of the proxy, the relay or the dev cluster is left
+ * open, and a real exec session (64 KiB through `cat`, byte-checked) still works.
+ */
+import { randomBytes } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HTTP_CASES, type HttpCase, type ServeCheck } from './malformed-http-cases.js';
+import {
+  answerEnd,
+  afterCase,
+  parseHttpAnswer,
+  Raw,
+  RawWs,
+  startMalformedFixture,
+  wsChannel,
+  type HttpAnswer,
+  type MalformedFixture,
+} from './malformed-fixture.js';
+
+let fx: MalformedFixture;
+beforeAll(async () => {
+  fx = await startMalformedFixture();
+});
+afterAll(async () => {
+  await fx?.close();
+});
+
+/** One answer in canonical form. */
+export function describeAnswer(a: HttpAnswer): string {
+  if (a.status === 101) {
+    const spdyVersion = a.headers.find(([n]) => n === 'x-stream-protocol-version')?.[1];
+    if (spdyVersion !== undefined) return `101 SPDY/3.1 ${spdyVersion}`;
+    const p = a.headers.find(([n]) => n === 'sec-websocket-protocol')?.[1];
+    return `101 ${p ?? '(no subprotocol)'}`;
+  }
+  if (a.json?.kind === 'Status') return `${a.status} ${a.json.reason ?? '(no reason)'} ${JSON.stringify(a.json.message ?? '')}`;
+  if (a.body.length === 0) return `${a.status} (empty body)`;
+  return `${a.status} text ${JSON.stringify(a.body.toString('utf8').slice(0, 120))}`;
+}
+
+const LIVEZ = 'GET /livez HTTP/1.1\r\nHost: proxy.test\r\n\r\n';
+
+/** Run one case; returns its canonical answer. */
+async function runCase(c: HttpCase): Promise<string> {
+  const raw = await Raw.connect(fx.proxyPort);
+  try {
+    for (const part of Array.isArray(c.request) ? c.request : [c.request]) raw.write(part);
+    const answers: HttpAnswer[] = [];
+    let offset = 0;
+    for (let i = 0; i < (c.answers ?? 1); i++) {
+      try {
+        await raw.until((b) => answerEnd(b.subarray(offset)) >= 0, `answer ${i + 1}`);
+      } catch (e) {
+        if (!raw.ended) throw e;
+        break;
+      }
+      const rest = raw.received.subarray(offset);
+      answers.push(parseHttpAnswer(rest));
+      offset += answerEnd(rest);
+    }
+    const text = answers.map(describeAnswer).join(' + ');
+    if (answers.length === 0) return raw.ended ? 'closed, no answer' : 'no answer';
+    if (answers[0]!.status === 101) {
+      if (!c.serve) return `${text} (not checked)`;
+      await serve(raw, c.serve);
+      return `${text} served`;
+    }
+    // Did the server keep the connection? Ask again on it: an answer means open, an end means closed.
+    raw.write(LIVEZ);
+    try {
+      await raw.until((b) => answerEnd(b.subarray(offset)) >= 0, 'the /livez answer');
+      return text;
+    } catch (e) {
+      if (!raw.ended) throw e;
+      return `${text}, closed`;
+    }
+  } finally {
+    raw.destroy();
+  }
+}
+
+/** Prove the upgraded session works (returns ` served`), or report how it ended. */
+async function serve(raw: Raw, how: ServeCheck): Promise<string> {
+  if (how === 'v5-status' || how === 'v5') {
+    const ws = await RawWs.adopt(raw);
+    // A session the upstream refused ends at once with a Status; a served one echoes.
+    const data = randomBytes(1024);
+    ws.send(wsChannel(0, data));
+    await ws.raw.until(() => ws.channelBytes(1).length >= data.length || ws.frames().some((f) => f.opcode === 8), 'echo or close');
+    if (ws.channelBytes(1).length < data.length) {
+      const st = await ws.status();
+      return `, then channel 3: ${st.code} ${st.reason} ${JSON.stringify(st.message)}, close ${await ws.closeCode()}`;
+    }
+    expect(ws.channelBytes(1).equals(data)).toBe(true);
+    await ws.finishSuccess();
+    return ' served';
+  }
+  if (how === 'v5-tty') {
+    // A terminal echoes input and cat repeats it; ^D at the start of a line ends cat.
+    const ws = await RawWs.adopt(raw);
+    ws.send(wsChannel(0, 'hello-tty\n'));
+    await ws.raw.until(() => ws.channelBytes(1).toString().includes('hello-tty'), 'tty output');
+    ws.send(wsChannel(0, '\u0004'));
+    expect((await ws.status()).status).toBe('Success');
+    expect(await ws.closeCode()).toBe(1000);
+    return ' served';
+  }
+  if (how === 'ws-legacy') {
+    const ws = await RawWs.adopt(raw);
+    ws.send(wsChannel(0, 'ping-legacy'));
+    await ws.raw.until(() => ws.channelBytes(1).toString().includes('ping-legacy'), 'legacy echo');
+    return ' served';
+  }
+  throw new Error(`serve ${how} not supported here`);
+}
+
+describe('malformed HTTP input', { timeout: 30_000 }, () => {
+  it('has at least 50 cases with unique ids', () => {
+    expect(HTTP_CASES.length).toBeGreaterThanOrEqual(50);
+    expect(new Set(HTTP_CASES.map((c) => c.id)).size).toBe(HTTP_CASES.length);
+  });
+
+  it.each(HTTP_CASES.map((c, i) => [`${c.id} ${c.title}`, c, i] as const))('%s', async (_name, c, i) => {
+    const observed = await runCase(c);
+    if (process.env.MALFORMED_PRINT) appendFileSync(process.env.MALFORMED_PRINT, `${c.id}\t${JSON.stringify(observed)}\n`);
+    await afterCase(fx, i, HTTP_CASES.length);
+    expect(observed).toBe(c.knownGap ? c.observed : c.expected);
+  });
+});
