@@ -9,7 +9,9 @@
  * the method, the request-target, the protocols offered and the extra header lines.
  */
 import type { Socket } from 'node:net';
+import { websocketBearer } from './auth/websocket-bearer.js';
 import {
+  rawFromPairs,
   requestHead,
   setHeaders,
   stripHopByHop,
@@ -91,6 +93,10 @@ export function upstreamSpdyHeaders(
   protocols: readonly string[],
 ): HeaderPair[] {
   let pairs = stripHopByHop(clientHeaders).filter(([n]) => !isDroppedHeader(n.toLowerCase()));
+  // A browser's bearer token rides in the WebSocket subprotocol list, which does not go upstream on
+  // a SPDY request: carry it as the Authorization it stands for (kube-apiserver reads it the same way).
+  const wsToken = websocketBearer(rawFromPairs(clientHeaders)).token;
+  if (wsToken !== undefined && !pairs.some(([n]) => n.toLowerCase() === 'authorization')) pairs.push(['Authorization', `Bearer ${wsToken}`]);
   pairs = withForwardedHeaders(pairs, client);
   pairs = setHeaders(pairs, auth);
   // The upgrade lines go first: a Node upstream keeps only about the first 1,000 header lines, so a

@@ -12,6 +12,7 @@ import { userFromCertificate, verifiedAgainst } from './client-certificate.js';
 import { firstHeader } from './identity-headers.js';
 import { isAllowedFrontProxy, userFromRequestHeaders, type RequestHeaderConfig } from './request-header.js';
 import { bearerToken, type TokenReviewer } from './token-review.js';
+import { websocketBearer } from './websocket-bearer.js';
 import { withAuthenticatedGroup, type AuthenticationMethod, type UserInfo } from './user-info.js';
 
 /** An authenticated caller. */
@@ -20,6 +21,11 @@ export interface Authenticated {
   method: AuthenticationMethod;
   /** True when the caller is a verified front proxy (its X-Remote-* lines were honoured). */
   frontProxy: boolean;
+  /**
+   * When the token came in the WebSocket subprotocol list: the other protocols, which the request's
+   * `Sec-WebSocket-Protocol` must be reduced to (the token is never passed on).
+   */
+  websocketProtocols?: string[];
 }
 
 /** What the authenticator checks against. */
@@ -34,6 +40,12 @@ export interface AuthenticatorConfig {
 /** The caller could not be authenticated: 401 `Unauthorized`. */
 export class UnauthorizedError extends Error {
   override readonly name = 'UnauthorizedError';
+}
+
+/** `Connection: upgrade` and `Upgrade: websocket` (wsstream.IsWebSocketRequest). */
+function isWebSocketRequest(req: IncomingMessage): boolean {
+  const tokens = (v: string | string[] | undefined): string[] => (Array.isArray(v) ? v.join(',') : (v ?? '')).split(',').map((t) => t.trim().toLowerCase());
+  return tokens(req.headers.connection).includes('upgrade') && tokens(req.headers.upgrade).includes('websocket');
 }
 
 /** The union authenticator. */
@@ -65,6 +77,13 @@ export class Authenticator {
     if (token !== undefined) {
       const result = await this.#c.tokens.review(token);
       if (result.authenticated) return { user: withAuthenticatedGroup(result.user), method: 'token', frontProxy: false };
+    } else if (isWebSocketRequest(req)) {
+      const ws = websocketBearer(req.rawHeaders);
+      if (ws.error !== undefined) throw new UnauthorizedError(ws.error);
+      if (ws.token !== undefined) {
+        const result = await this.#c.tokens.review(ws.token);
+        if (result.authenticated) return { user: withAuthenticatedGroup(result.user), method: 'token', frontProxy: false, websocketProtocols: ws.protocols };
+      }
     }
     throw new UnauthorizedError('Unauthorized');
   }

@@ -21,6 +21,7 @@ import { UnauthorizedError, type Authenticator } from './authenticator.js';
 import { AuthorizationError, ForbiddenError, type Authorizer } from './authorizer.js';
 import { ImpersonationHeaderError, impersonationHeaders, parseImpersonation, stripIdentityHeaders, type StripOptions } from './identity-headers.js';
 import { impersonate } from './impersonation.js';
+import { withWebSocketProtocols } from './websocket-bearer.js';
 import type { UserInfo } from './user-info.js';
 
 /** `--authn`. */
@@ -91,6 +92,11 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
     try {
       const caller = await authenticator.authenticate(req);
       user = caller.user;
+      if (caller.websocketProtocols) {
+        // The token leaves the subprotocol list (kube-apiserver's ProtocolAuthenticator does the same).
+        req.rawHeaders.splice(0, req.rawHeaders.length, ...withWebSocketProtocols(req.rawHeaders, caller.websocketProtocols));
+        req.headers['sec-websocket-protocol'] = caller.websocketProtocols.join(', ');
+      }
       const asked = parseImpersonation(req.rawHeaders);
       if (asked) user = await impersonate(caller.user, asked, authorizer);
       const stream = podStreamAttributes(req.url ?? '/');

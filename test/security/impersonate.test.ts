@@ -79,6 +79,19 @@ describe.skipIf(skipReason !== undefined)('impersonate authentication: the proxy
     expect(allowed.output).toBe('allowed\n');
   });
 
+  it("a browser's bearer token in the WebSocket subprotocol list authenticates; it never goes upstream", async () => {
+    const seen = f.cluster.requests.length;
+    const allowed = await webSocketGetExec(f.proxy.url, USERS.alice.token, ['echo', 'browser'], f.pki.ca.cert, 'subprotocol');
+    expect(allowed.output).toBe('browser\n');
+    const arrived = f.cluster.requests.slice(seen);
+    for (const r of arrived) expect(JSON.stringify(r.rawHeaders)).not.toContain('base64url.bearer');
+    expect(arrived.find((r) => r.upgrade)!.headers['impersonate-user']).toBe('alice');
+    const denied = await webSocketGetExec(f.proxy.url, USERS.viewer.token, ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol');
+    expect(denied.status).toBe(403);
+    const wrong = await webSocketGetExec(f.proxy.url, 'not-a-token', ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol');
+    expect(wrong.status).toBe(401);
+  });
+
   it("a caller's Impersonate-User is honoured only with the impersonate permission", async () => {
     const denied = await request(f, '/api/v1/namespaces/default/pods/demo', { Authorization: `Bearer ${USERS.alice.token}`, 'Impersonate-User': 'system:admin' });
     expect(denied.status).toBe(403);

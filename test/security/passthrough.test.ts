@@ -76,6 +76,18 @@ describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstr
     expect(allowed.output).toBe('allowed\n');
   });
 
+  it("a browser's bearer token in the WebSocket subprotocol list reaches the upstream as Authorization", async () => {
+    const seen = f.cluster.requests.length;
+    const allowed = await webSocketGetExec(f.proxy.url, USERS.alice.token, ['echo', 'browser'], f.pki.ca.cert, 'subprotocol');
+    expect(allowed.output).toBe('browser\n');
+    const upgrade = f.cluster.requests.slice(seen).find((r) => r.upgrade)!;
+    expect(upgrade.headers.authorization).toBe(`Bearer ${USERS.alice.token}`);
+    expect(upgrade.headers['sec-websocket-protocol']).toBeUndefined();
+    const denied = await webSocketGetExec(f.proxy.url, USERS.viewer.token, ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol');
+    expect(denied.output).toBe('');
+    expect(denied.statusFrame ?? String(denied.status)).toMatch(/403|Forbidden/);
+  });
+
   it('kubectl --as works: the caller Impersonate-User line reaches the upstream, which authorizes it', async () => {
     const asAlice = await exec(k133, 'admin', ['--as=alice']);
     expect(asAlice.code, summary(asAlice)).toBe(0);

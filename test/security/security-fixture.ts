@@ -74,11 +74,19 @@ export function request(
 }
 
 /** A WebSocket v5 exec as a browser would open it: a GET upgrade. Resolves with what happened. */
-export async function webSocketGetExec(url: string, token: string, command: string[], ca: Buffer): Promise<{ status?: number; output: string; statusFrame?: string }> {
+export async function webSocketGetExec(
+  url: string,
+  token: string,
+  command: string[],
+  ca: Buffer,
+  via: 'header' | 'subprotocol' = 'header',
+): Promise<{ status?: number; output: string; statusFrame?: string }> {
   const q = new URLSearchParams({ stdout: 'true', stderr: 'true' });
   for (const c of command) q.append('command', c);
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/api/v1/namespaces/default/pods/demo/exec?${q}`, ['v5.channel.k8s.io'], {
-    headers: { Authorization: `Bearer ${token}` },
+  // A browser cannot set Authorization on a WebSocket: it sends the token as a subprotocol.
+  const protocols = via === 'subprotocol' ? [`base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString('base64url')}`, 'v5.channel.k8s.io'] : ['v5.channel.k8s.io'];
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/api/v1/namespaces/default/pods/demo/exec?${q}`, protocols, {
+    ...(via === 'header' ? { headers: { Authorization: `Bearer ${token}` } } : {}),
     ca,
   });
   return new Promise((resolve) => {
