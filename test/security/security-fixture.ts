@@ -176,7 +176,7 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
       requestheaderAllowedNames: 'front-proxy-client',
     } satisfies ServeFlags);
   }
-  const proxy = await startServer(await resolveConfig(flags));
+  const proxy = await startServer(await resolveConfig(flags), process.env.KSP_TEST_PROXY_LOG ? { logger: { level: 'info', file: process.env.KSP_TEST_PROXY_LOG } } : {});
   const caPem = pki.ca.cert.toString();
   const kubeconfig = (user: UserName | 'anonymous' | 'wrong'): string => {
     const path = join(work, `kubeconfig-${user}`);

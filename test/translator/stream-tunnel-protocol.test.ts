@@ -86,7 +86,13 @@ describe('tunnelRequestHeaders', () => {
 
   it('turns the WebSocket request into a SPDY/3.1 upgrade and keeps the caller identity', () => {
     expect(tunnelRequestHeaders(raw, ['portforward.k8s.io', 'v2.portforward.k8s.io'], client, {}, 'kubelet:10250')).toEqual([
+      // The upgrade lines first: a Node upstream keeps only about the first 1,000 header lines.
       ['Host', 'kubelet:10250'],
+      ['Connection', 'Upgrade'],
+      ['Upgrade', 'SPDY/3.1'],
+      ['X-Stream-Protocol-Version', 'portforward.k8s.io'],
+      ['X-Stream-Protocol-Version', 'v2.portforward.k8s.io'],
+      ['Content-Length', '0'],
       ['Authorization', 'Bearer caller-token'],
       ['Impersonate-User', 'alice'],
       ['Impersonate-Group', 'devs'],
@@ -94,11 +100,6 @@ describe('tunnelRequestHeaders', () => {
       ['X-Forwarded-For', '192.0.2.1, 10.1.2.3'],
       ['X-Forwarded-Proto', 'https'],
       ['X-Forwarded-Host', 'proxy.example:6443'],
-      ['Content-Length', '0'],
-      ['Connection', 'Upgrade'],
-      ['Upgrade', 'SPDY/3.1'],
-      ['X-Stream-Protocol-Version', 'portforward.k8s.io'],
-      ['X-Stream-Protocol-Version', 'v2.portforward.k8s.io'],
     ]);
   });
 
