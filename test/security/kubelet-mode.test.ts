@@ -63,7 +63,7 @@ describe.skipIf(skipReason !== undefined)('kubelet upstream mode', () => {
       await vi.waitFor(
         async () => {
           const all = (await f.proxy.app.inject({ method: 'GET', url: '/metrics' })).body.split('\n').filter((l) => l.startsWith(TRANSLATOR));
-          expect(await f.metric(TRANSLATOR, { code: '200' }), all.join('\n')).toBe(translatedBefore + (version === '1.33' ? 4 : 0));
+          expect(await f.metric(TRANSLATOR, { code: '200' }), `${all.join('\n')}\n${f.failedSessions()}`).toBe(translatedBefore + (version === '1.33' ? 4 : 0));
         },
         { timeout: 5_000 },
       );

@@ -118,6 +118,10 @@ export interface SecurityFixture {
   kubeconfig(user: UserName | 'anonymous' | 'wrong'): string;
   /** A kubeconfig pointing at the proxy with a client certificate issued by the client CA. */
   certKubeconfig(): string;
+  /** The proxy's log lines so far (JSON, audit events included). */
+  logs: string[];
+  /** Audit events of sessions that did not end in success, for assertion messages. */
+  failedSessions(): string;
   /** Counter value from the proxy's /metrics (0 when absent). */
   metric(name: string, labels: Record<string, string>): Promise<number>;
   close(): Promise<void>;
@@ -176,7 +180,9 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
       requestheaderAllowedNames: 'front-proxy-client',
     } satisfies ServeFlags);
   }
-  const proxy = await startServer(await resolveConfig(flags), process.env.KSP_TEST_PROXY_LOG ? { logger: { level: 'info', file: process.env.KSP_TEST_PROXY_LOG } } : {});
+  // The proxy's log lines (audit events included) are kept for failure messages.
+  const logs: string[] = [];
+  const proxy = await startServer(await resolveConfig(flags), { logger: { level: 'info', stream: { write: (line: string) => void logs.push(line) } } });
   const caPem = pki.ca.cert.toString();
   const kubeconfig = (user: UserName | 'anonymous' | 'wrong'): string => {
     const path = join(work, `kubeconfig-${user}`);
@@ -208,6 +214,8 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
     proxy,
     kubeconfig,
     certKubeconfig,
+    logs,
+    failedSessions: () => logs.filter((l) => l.includes('"audit":true') && !l.includes('"outcome":"success"')).join(''),
     metric,
     close: async () => {
       await proxy.close();
