@@ -3,7 +3,8 @@
  * (`tools/remotecommand/v2.go`, `v3.go`): `error`, then `stdin`, `stdout`, `stderr` (not with tty) and
  * `resize` (tty, protocol v3 or later), one at a time, each awaiting its SYN_REPLY. Only the
  * `streamtype` header is sent. A kubelet reads nothing until every expected stream exists, so the
- * caller must not write stdin before this resolves (SPDY-NOTES B4).
+ * caller must not write stdin before this resolves (SPDY-NOTES B4). Once every reply is in, the
+ * connection's header decompressor is released (no header block can legitimately follow).
  */
 import { DEFAULT_OPEN_TIMEOUT_MS, type SpdyConnection, type SpdyStream } from '../src/spdy/index.js';
 import { StreamProtocolV1Name, StreamProtocolV2Name } from '../src/stream-protocol.js';
@@ -40,5 +41,9 @@ export async function openRemoteCommandStreams(
   if (options.stdout) streams.stdout = await open('stdout');
   if (options.stderr && !options.tty) streams.stderr = await open('stderr');
   if (options.tty && protocolHasResize(protocol)) streams.resize = await open('resize');
+  // Every stream has its SYN_REPLY, and a kubelet sends header blocks in nothing else: free the
+  // connection's inbound zlib context (~40 KiB per idle session); a later header block is a
+  // connection error (GOAWAY PROTOCOL_ERROR).
+  connection.releaseHeaderDecompressor();
   return streams;
 }

@@ -6,6 +6,7 @@
  * truncation bugs of ANCHORS §2/§3 are what an immediate close causes).
  */
 import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
 import { WebSocket, type RawData } from 'ws';
 import { encodeStatus, type V1Status } from '../src/status.js';
 import { Channel, ChannelFrameError, decodeChannelMessage, encodeChannelMessage, type ChannelId, type ChannelMessage } from './channel-frame.js';
@@ -43,6 +44,54 @@ function encodeJoined(channel: ChannelId, parts: readonly Buffer[]): Buffer {
   return out;
 }
 
+/**
+ * The head of one unmasked, final, binary WebSocket frame (RFC 6455 §5.2) carrying `payloadLength`
+ * bytes after the channel byte, with the channel byte appended: 3, 5 or 11 bytes.
+ */
+export function channelFrameHead(channel: ChannelId, payloadLength: number): Buffer {
+  const length = payloadLength + 1;
+  // The same length encoding as ws's Sender.frame: 7 bits up to 125, 16 bits below 65,536, else 64.
+  const extended = length >= 65536 ? 8 : length > 125 ? 2 : 0;
+  const head = Buffer.allocUnsafe(3 + extended);
+  head[0] = 0x82; // FIN, opcode 2 (binary)
+  if (extended === 0) {
+    head[1] = length;
+  } else if (extended === 2) {
+    head[1] = 126;
+    head.writeUInt16BE(length, 2);
+  } else {
+    head[1] = 127;
+    head.writeUInt32BE(Math.floor(length / 0x100000000), 2);
+    head.writeUInt32BE(length >>> 0, 6);
+  }
+  head[2 + extended] = channel;
+  return head;
+}
+
+/**
+ * The parts of `ws` (8.x) the zero-copy send relies on. A server-side `WebSocket` without
+ * permessage-deflate writes each frame straight to `_socket` as `[head, payload]` in one corked write
+ * (ws's `Sender.sendFrame`); its `Sender` queues frames only while compressing or reading a Blob.
+ */
+interface WsInternals {
+  _isServer?: unknown;
+  _socket?: unknown;
+  _extensions?: unknown;
+  _sender?: { _queue?: unknown; _firstFragment?: unknown };
+}
+
+/** Where frames can be written directly, or undefined when `ws` does not look as expected. */
+function rawSocketOf(ws: WebSocket): Duplex | undefined {
+  const w = ws as unknown as WsInternals;
+  const socket = w._socket as Partial<Duplex> | undefined;
+  const extensions = w._extensions;
+  if (w._isServer !== true || typeof extensions !== 'object' || extensions === null) return undefined;
+  if (Object.keys(extensions).length > 0) return undefined; // permessage-deflate: frames may be queued
+  if (!Array.isArray(w._sender?._queue) || w._sender._firstFragment !== true) return undefined;
+  if (typeof socket?.write !== 'function' || typeof socket.cork !== 'function' || typeof socket.uncork !== 'function') return undefined;
+  return socket as Duplex;
+}
+
 /** Options of {@link ChannelWebSocket}. */
 export interface ChannelWebSocketOptions {
   idleTimeoutMs?: number;
@@ -60,6 +109,8 @@ export interface ChannelWebSocketOptions {
  */
 export class ChannelWebSocket extends EventEmitter {
   readonly #ws: WebSocket;
+  /** The socket output frames are written to directly (no copy), when ws allows it. */
+  readonly #raw: Duplex | undefined;
   readonly #inbound: PauseGate;
   readonly #idleTimeoutMs: number;
   readonly #finishDeadlineMs: number;
@@ -74,6 +125,7 @@ export class ChannelWebSocket extends EventEmitter {
   constructor(ws: WebSocket, options: ChannelWebSocketOptions = {}) {
     super();
     this.#ws = ws;
+    this.#raw = rawSocketOf(ws);
     this.#idleTimeoutMs = options.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS;
     this.#finishDeadlineMs = options.finishDeadlineMs ?? FINISH_CLOSE_DEADLINE_MS;
     this.#inbound = new PauseGate([ws]);
@@ -122,15 +174,24 @@ export class ChannelWebSocket extends EventEmitter {
     this.#inbound.release(reason);
   }
 
+  /** True when {@link send} writes frames without copying the payload (see `#writeDirect`). */
+  get zeroCopy(): boolean {
+    return this.#raw !== undefined;
+  }
+
   /**
-   * Send `payload` on `channel` (several buffers: one message of their concatenation, copied once
-   * into it). Returns false when the queued output is above the high-water
+   * Send `payload` on `channel` (several buffers: one message of their concatenation). The payload
+   * is not copied: the buffers are written to the socket as they are, so they must not be modified
+   * until written (as with `ws.send`). Returns false when the queued output is above the high-water
    * mark: the caller should pause its producer until `'drain'`. Ignored after finish/close.
    */
   send(channel: ChannelId, payload: Buffer | readonly Buffer[]): boolean {
     if (this.#finishing || this.#closed || this.#ws.readyState !== WebSocket.OPEN) return true;
     this.#touch();
-    this.#write(Buffer.isBuffer(payload) ? encodeChannelMessage(channel, payload) : encodeJoined(channel, payload));
+    const parts: readonly Buffer[] = Buffer.isBuffer(payload) ? [payload] : payload;
+    if (!this.#writeDirect(channel, parts)) {
+      this.#write(Buffer.isBuffer(payload) ? encodeChannelMessage(channel, payload) : encodeJoined(channel, parts));
+    }
     if (this.#queued > WS_WRITE_HIGH_WATER_BYTES) this.#wantDrain = true;
     return !this.#wantDrain;
   }
@@ -172,13 +233,50 @@ export class ChannelWebSocket extends EventEmitter {
 
   #write(frame: Buffer): void {
     this.#queued += frame.length;
-    this.#ws.send(frame, { binary: true }, () => {
-      this.#queued -= frame.length;
-      if (this.#wantDrain && this.#queued <= WS_WRITE_LOW_WATER_BYTES) {
-        this.#wantDrain = false;
-        this.emit('drain');
-      }
-    });
+    this.#ws.send(frame, { binary: true }, () => this.#written(frame.length));
+  }
+
+  /**
+   * Zero-copy send: the frame head with the channel byte appended, then the payload buffers, in one
+   * corked write to the socket (one writev), exactly what ws would write for the joined message but
+   * without joining it (a server's frames are unmasked, so the payload goes out untouched). Only
+   * while ws has nothing queued of its own, so the frame order on the wire is the call order.
+   * Returns false when the caller must fall back to `ws.send`.
+   */
+  #writeDirect(channel: ChannelId, parts: readonly Buffer[]): boolean {
+    const socket = this.#raw;
+    const sender = (this.#ws as unknown as WsInternals)._sender;
+    const queue = sender?._queue;
+    if (socket === undefined || !Array.isArray(queue) || queue.length !== 0 || sender?._firstFragment !== true) return false;
+    let size = 0;
+    let last = -1;
+    for (let i = 0; i < parts.length; i++) {
+      size += parts[i]!.length;
+      if (parts[i]!.length > 0) last = i;
+    }
+    const head = channelFrameHead(channel, size);
+    const frameBytes = head.length + size;
+    this.#queued += frameBytes;
+    const done = (): void => this.#written(frameBytes);
+    if (last < 0) {
+      socket.write(head, done);
+      return true;
+    }
+    socket.cork();
+    socket.write(head);
+    for (let i = 0; i <= last; i++) {
+      if (parts[i]!.length > 0) socket.write(parts[i], i === last ? done : undefined);
+    }
+    socket.uncork();
+    return true;
+  }
+
+  #written(bytes: number): void {
+    this.#queued -= bytes;
+    if (this.#wantDrain && this.#queued <= WS_WRITE_LOW_WATER_BYTES) {
+      this.#wantDrain = false;
+      this.emit('drain');
+    }
   }
 
   #onMessage(data: RawData): void {

@@ -151,6 +151,9 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   openStream(headers: SpdyHeadersInit, options: OpenStreamOptions = {}): Promise<SpdyStream> {
     if (this.closing || this.isClosed) return Promise.reject(new Error('SPDY connection is closed'));
     if (this.goAwayReceived) return Promise.reject(new Error('SPDY peer sent GOAWAY; no new streams'));
+    if (this.decompressor.isReleased) {
+      return Promise.reject(new Error('SPDY header decompressor released; no new streams (their SYN_REPLY could not be read)'));
+    }
     const id = this.nextStreamId;
     if (id > 0x7fffffff) return Promise.reject(new Error('SPDY stream ids exhausted'));
     this.nextStreamId += 2;
@@ -170,6 +173,29 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
     this.writeFrame({ type: 'syn_stream', streamId: id, associatedStreamId: 0, priority: 0, fin, unidirectional: false, headerBlock });
     if (fin) stream.end();
     return promise;
+  }
+
+  /**
+   * The owner expects no more header blocks from the peer (SYN_STREAM, SYN_REPLY or HEADERS): for
+   * example a remote-command client once every stream it opened has its SYN_REPLY, since a kubelet
+   * sends header blocks only in those replies. Frees the inbound zlib context (about 40 KiB per
+   * connection: the 32 KiB window the peer's deflate back-references, the inflate state and its
+   * output buffer) once any block already being decoded is done. From then on header blocks are not
+   * read: a header-carrying frame whose answer does not depend on its headers gets that answer as
+   * before (RST_STREAM for a SYN_REPLY/HEADERS on an unknown stream, STREAM_IN_USE for a duplicate
+   * SYN_REPLY, PROTOCOL_ERROR/REFUSED_STREAM for a SYN_STREAM we would refuse anyway); one whose
+   * headers would be used (HEADERS on a live stream, a SYN_STREAM we would accept) is a connection
+   * error, answered like a block that fails to inflate: GOAWAY PROTOCOL_ERROR and close (code
+   * SPDY_UNEXPECTED_HEADERS). Opening streams is no longer possible (their SYN_REPLY could not be
+   * read): {@link openStream} rejects. Idempotent, irreversible.
+   */
+  releaseHeaderDecompressor(): void {
+    this.decompressor.release();
+  }
+
+  /** True once {@link releaseHeaderDecompressor} was called (or the connection closed). */
+  get headerDecompressorReleased(): boolean {
+    return this.decompressor.isReleased;
   }
 
   /** Sends a PING with our id parity; resolves with the round-trip time in ms. */
@@ -214,7 +240,10 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
       this.socket.once('finish', () => resolve());
       this.socket.once('close', () => resolve());
       if (!this.socket.writableEnded) this.socket.end();
-      setTimeout(() => this.socket.destroy(), CLOSE_GRACE_MS).unref();
+      const grace = setTimeout(() => this.socket.destroy(), CLOSE_GRACE_MS).unref();
+      // Left armed after the socket closed, the timer would keep this connection (streams, buffers,
+      // zlib contexts) reachable for CLOSE_GRACE_MS after every session.
+      this.socket.once('close', () => clearTimeout(grace));
     });
   }
 
@@ -276,7 +305,8 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
       case 'syn_stream':
       case 'syn_reply':
       case 'headers':
-        assert.ok(headers !== undefined);
+        // No headers only once the decompressor is released (see FrameIntake.dispatch).
+        assert.ok(headers !== undefined || this.decompressor.isReleased);
         return this.onHeaderFrame(f, headers);
       case 'rst_stream':
         this.settleOpen(f.streamId, new Error(`SPDY stream ${f.streamId} refused: RST_STREAM status ${f.status}`));
@@ -324,7 +354,13 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
     if (fin) stream.remoteFin();
   }
 
-  private onHeaderFrame(f: SpdyFrame & { streamId: number; fin: boolean }, headers: SpdyHeaders): void {
+  /**
+   * `headers` is undefined when the block arrived after {@link releaseHeaderDecompressor}: the frame
+   * still gets the answer it would have had whenever that answer does not depend on its headers
+   * (RST_STREAM for an unknown stream, a duplicate SYN_REPLY, a SYN_STREAM we refuse), so a stray
+   * frame costs one stream as before; only a frame whose headers would be used is a connection error.
+   */
+  private onHeaderFrame(f: SpdyFrame & { streamId: number; fin: boolean }, headers: SpdyHeaders | undefined): void {
     if (f.type === 'syn_stream') return this.onSynStream(f.streamId, f.fin, headers);
     const stream = this.streams.get(f.streamId);
     if (stream === undefined) return this.unknownStream(f.streamId, f.type.toUpperCase());
@@ -332,6 +368,7 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
       if (!stream.outgoing || stream.replyHeaders !== undefined) {
         return this.streamError(f.streamId, RstStatus.STREAM_IN_USE, `duplicate SYN_REPLY on stream ${f.streamId}`);
       }
+      if (headers === undefined) return this.unexpectedHeaders(f.type.toUpperCase(), f.streamId);
       stream.replyHeaders = headers;
       const pending = this.pendingOpens.get(f.streamId);
       this.pendingOpens.delete(f.streamId);
@@ -339,12 +376,24 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
       stream.emit('reply', headers);
       pending?.resolve(stream);
     } else {
+      if (headers === undefined) return this.unexpectedHeaders(f.type.toUpperCase(), f.streamId);
       stream.emit('headers', headers);
     }
     if (f.fin) stream.remoteFin();
   }
 
-  private onSynStream(id: number, fin: boolean, headers: SpdyHeaders): void {
+  /** A header block that would be used arrived after the decompressor was released. */
+  private unexpectedHeaders(what: string, streamId: number): void {
+    this.protocolError(
+      new SpdyProtocolError(
+        'SPDY_UNEXPECTED_HEADERS',
+        `${what} on stream ${streamId} after the header decompressor was released`,
+        GoAwayStatus.PROTOCOL_ERROR,
+      ),
+    );
+  }
+
+  private onSynStream(id: number, fin: boolean, headers: SpdyHeaders | undefined): void {
     const peerParity = this.isServer ? 1 : 0;
     if (id % 2 !== peerParity) {
       return this.streamError(id, RstStatus.PROTOCOL_ERROR, `SYN_STREAM with our parity id ${id}`);
@@ -357,6 +406,7 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
       this.log.debug?.(`spdy: refusing stream ${id}`);
       return this.sendReset(id, RstStatus.REFUSED_STREAM);
     }
+    if (headers === undefined) return this.unexpectedHeaders('SYN_STREAM', id);
     const stream = new SpdyStream(this, id, headers, false);
     this.streams.set(id, stream);
     if (fin) stream.remoteFin();

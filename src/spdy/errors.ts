@@ -13,6 +13,8 @@ export type SpdyProtocolErrorCode =
   | 'SPDY_BAD_FRAME'
   | 'SPDY_BAD_HEADER_BLOCK'
   | 'SPDY_BAD_COMPRESSION'
+  /** A header block after the owner released the decompressor (`SpdyConnection.releaseHeaderDecompressor`). */
+  | 'SPDY_UNEXPECTED_HEADERS'
   | 'SPDY_BAD_STREAM';
 
 /** A protocol violation by the peer. */

@@ -11,7 +11,10 @@ import type { HeaderDecompressor, SpdyHeaders } from './header-block.js';
 
 /** Receives frames from a {@link FrameIntake}, strictly in wire order. */
 export interface FrameSink {
-  /** One frame; SYN_STREAM, SYN_REPLY and HEADERS come with their decoded headers. */
+  /**
+   * One frame; SYN_STREAM, SYN_REPLY and HEADERS come with their decoded headers, except after the
+   * decompressor was released (then `headers` is undefined).
+   */
   onFrame(f: SpdyFrame, headers: SpdyHeaders | undefined): void;
   /** A parse or header-block error (`f` is the header-carrying frame whose block failed). */
   onIntakeError(err: unknown, f?: SpdyFrame): void;
@@ -135,6 +138,9 @@ export class FrameIntake {
 
   private dispatch(f: SpdyFrame): void {
     if (f.type !== 'syn_stream' && f.type !== 'syn_reply' && f.type !== 'headers') return this.sink.onFrame(f, undefined);
+    // Released (no more header blocks expected): the block is not read; the sink answers the frame
+    // without its headers, or fails the connection when it would need them.
+    if (this.decompressor.isReleased) return this.sink.onFrame(f, undefined);
     this.decoding = true;
     this.decompressor.decompress(f.headerBlock, f.streamId).then(
       (headers) => {

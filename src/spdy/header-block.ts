@@ -127,27 +127,105 @@ export class HeaderCompressor {
   }
 }
 
+/** Output buffer size of the inflate context (Node's default is 16 KiB; header blocks are small). */
+const INFLATE_CHUNK_BYTES = 4 * 1024;
+
 /**
  * Decompresses incoming header blocks for one connection direction with one persistent inflate
  * (peers such as kubectl back-reference earlier blocks). Blocks are processed strictly in call order.
  * Any inflate failure is connection-scoped (GOAWAY PROTOCOL_ERROR) and poisons the decompressor.
+ *
+ * The zlib context (its 32 KiB window, inflate state and output buffer: about 40 KiB of native and
+ * external memory) is created on the first block and dropped by {@link release} or {@link close}.
  */
 export class HeaderDecompressor {
-  private readonly inflate = zlib.createInflate({ dictionary: SPDY3_DICTIONARY });
+  private inflate: zlib.Inflate | undefined;
   private tail: Promise<unknown> = Promise.resolve();
   private failure: SpdyProtocolError | undefined;
   private failCurrent: ((e: SpdyProtocolError) => void) | undefined;
   private output: Buffer[] = [];
   private outputSize = 0;
+  private released = false;
+  private closed = false;
 
-  constructor() {
+  /** True once {@link release} or {@link close} was called: every later block is refused. */
+  get isReleased(): boolean {
+    return this.released;
+  }
+
+  /** True while a zlib context is allocated (for tests and memory accounting). */
+  get hasContext(): boolean {
+    return this.inflate !== undefined;
+  }
+
+  /**
+   * Inflates one block and decodes its pairs. With `streamId`, a malformed pair list (after a
+   * successful inflate) is stream-scoped; inflate failures are always connection-scoped, and so is
+   * any block handed in after {@link release} (SPDY_UNEXPECTED_HEADERS, GOAWAY PROTOCOL_ERROR).
+   */
+  decompress(block: Buffer, streamId?: number): Promise<SpdyHeaders> {
+    const refused = this.released;
+    const result = this.tail
+      .then(() => (refused ? Promise.reject(this.refusal()) : this.inflateOne(block)))
+      .then((raw) => decodeHeaderPairs(raw, streamId));
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+
+  /**
+   * The owner expects no more header blocks: blocks already handed to {@link decompress} are still
+   * inflated, then the zlib context is closed and dropped; every later block is refused with a
+   * connection-scoped SPDY_UNEXPECTED_HEADERS error. Idempotent. Irreversible: the peer's deflate
+   * stream back-references the window that is thrown away, so no later block could be read anyway.
+   */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    void this.tail.then(() => this.dropContext());
+  }
+
+  /** Releases the zlib context now (connection gone); later blocks are refused. */
+  close(): void {
+    this.released = true;
+    this.closed = true;
+    this.dropContext();
+  }
+
+  private refusal(): SpdyProtocolError {
+    return new SpdyProtocolError(
+      'SPDY_UNEXPECTED_HEADERS',
+      'header block received after the last expected one (header decompressor released)',
+      GoAwayStatus.PROTOCOL_ERROR,
+    );
+  }
+
+  private dropContext(): void {
+    const inflate = this.inflate;
+    if (inflate === undefined) return;
+    this.inflate = undefined;
+    // A block still inflating (close() during teardown) fails now: its flush callback may never run.
+    const inFlight = this.failCurrent;
+    this.failCurrent = undefined;
+    inFlight?.(this.refusal());
+    this.output = [];
+    this.outputSize = 0;
+    inflate.removeAllListeners('data');
+    // Keep a no-op 'error' listener: close() on a zlib stream may still emit a late error.
+    inflate.removeAllListeners('error');
+    inflate.on('error', () => {});
+    inflate.close();
+  }
+
+  private context(): zlib.Inflate {
+    if (this.inflate !== undefined) return this.inflate;
+    const inflate = zlib.createInflate({ dictionary: SPDY3_DICTIONARY, chunkSize: INFLATE_CHUNK_BYTES });
     // Flowing mode: output is emitted synchronously as zlib produces it, before the callback of
     // the flush that follows each block (and the readable buffer never fills and stalls zlib).
-    this.inflate.on('data', (c: Buffer) => {
+    inflate.on('data', (c: Buffer) => {
       this.output.push(c);
       this.outputSize += c.length;
     });
-    this.inflate.on('error', (err: Error) => {
+    inflate.on('error', (err: Error) => {
       this.failure ??= new SpdyProtocolError(
         'SPDY_BAD_COMPRESSION',
         `header block failed to inflate: ${err.message}`,
@@ -155,26 +233,16 @@ export class HeaderDecompressor {
       );
       this.failCurrent?.(this.failure);
     });
-  }
-
-  /**
-   * Inflates one block and decodes its pairs. With `streamId`, a malformed pair list (after a
-   * successful inflate) is stream-scoped; inflate failures are always connection-scoped.
-   */
-  decompress(block: Buffer, streamId?: number): Promise<SpdyHeaders> {
-    const result = this.tail.then(() => this.inflateOne(block)).then((raw) => decodeHeaderPairs(raw, streamId));
-    this.tail = result.catch(() => undefined);
-    return result;
-  }
-
-  /** Releases the zlib context. */
-  close(): void {
-    this.inflate.close();
+    this.inflate = inflate;
+    return inflate;
   }
 
   private inflateOne(block: Buffer): Promise<Buffer> {
     return new Promise<Buffer>((resolve, reject) => {
       if (this.failure) return reject(this.failure);
+      // close() ran while this block waited behind another one.
+      if (this.closed) return reject(this.refusal());
+      const inflate = this.context();
       let done = false;
       this.failCurrent = (e) => {
         if (!done) {
@@ -182,12 +250,13 @@ export class HeaderDecompressor {
           reject(e);
         }
       };
-      this.inflate.write(block);
-      this.inflate.flush(zlib.constants.Z_SYNC_FLUSH, () => {
+      inflate.write(block);
+      inflate.flush(zlib.constants.Z_SYNC_FLUSH, () => {
         if (done) return;
         done = true;
         this.failCurrent = undefined;
         if (this.failure) return reject(this.failure);
+        if (this.inflate !== inflate) return reject(this.refusal()); // closed mid-block
         const parts = this.output;
         const size = this.outputSize;
         this.output = [];

@@ -73,8 +73,14 @@ export class SpdyStream extends Duplex {
   ) {
     super({ allowHalfOpen: true, emitClose: true, autoDestroy: true, highWaterMark: 1024 * 1024 });
     this.replied = outgoing;
-    this.once('end', () => this.checkDone());
-    this.once('finish', () => this.checkDone());
+    // One shared listener (called with the stream as `this`) instead of two closures and two `once`
+    // wrappers per stream: an idle translated session holds four streams. Each event fires once.
+    this.on('end', SpdyStream.onSideDone);
+    this.on('finish', SpdyStream.onSideDone);
+  }
+
+  private static onSideDone(this: SpdyStream): void {
+    this.checkDone();
   }
 
   /** Sends SYN_REPLY on a stream the peer opened; an empty header block is what Kubernetes sends. */
