@@ -67,6 +67,8 @@ export const IDLE_FULL: IdleOptions = { counts: [1_000, 5_000, 10_000], concurre
 export const IDLE_QUICK: IdleOptions = { counts: [200], concurrency: 50, windowMs: 6_000, settleMs: 1_000, pingIntervalMs: 5_000, warmup: 10, timeoutMs: 30_000 };
 
 export interface IdlePath {
+  /** `--paths` key. */
+  key: 'passthrough' | 'translation';
   name: string;
   client: 'spdy' | 'ws';
   /** Extra `serve` arguments. */
@@ -75,11 +77,13 @@ export interface IdlePath {
 
 export const IDLE_PATHS: IdlePath[] = [
   {
+    key: 'passthrough',
     name: 'proxy passthrough (SPDY)',
     client: 'spdy',
     proxyArgs: ['--feature-gates', 'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false'],
   },
   {
+    key: 'translation',
     name: 'proxy translation (WS v5 → SPDY)',
     client: 'ws',
     proxyArgs: ['--feature-gates', 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true'],

@@ -15,7 +15,7 @@
  *     --idle-sessions N,N,…  session counts (one row each per path)
  *     --idle-window S        idle window in seconds (default 30; quick 6)
  *     --idle-concurrency N   session opens in flight (default 200; quick 50)
- *   --paths direct,passthrough,translation,tunnel,nginx
+ *   --paths direct,passthrough,translation,tunnel,nginx  (with --idle: passthrough,translation)
  *             only these paths (throughput and latency; default: all, nginx included for the throughput
  *             rows and as an extra latency row, installed with apt-get when missing or skipped with a note)
  *   --no-install  never install nginx: skip its rows with a note when it is missing
@@ -27,7 +27,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { FULL, PATHS, QUICK, pathsByKey, runBenchmarks, type BenchPath, type Measurement } from './harness.js';
-import { idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
+import { IDLE_PATHS, idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
 import { LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
 import { machineInfo } from './machine.js';
@@ -76,7 +76,9 @@ async function main(): Promise<void> {
     if (values['idle-concurrency']) opts.concurrency = positiveInt('--idle-concurrency', values['idle-concurrency']);
     const machine = machineInfo();
     console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}\n`);
-    const rows = await runIdleBenchmarks({ quick: values.quick, opts, log: (l) => console.log(l) });
+    const paths = pathKeys ? IDLE_PATHS.filter((p) => pathKeys.includes(p.key)) : undefined;
+    if (paths && paths.length === 0) throw new Error(`--paths with --idle: want passthrough and/or translation, got ${values.paths}`);
+    const rows = await runIdleBenchmarks({ quick: values.quick, opts, ...(paths ? { paths } : {}), log: (l) => console.log(l) });
     console.log('\n' + idleTextTable(rows) + '\n\n' + idleMarkdownTable(rows));
     return;
   }
