@@ -15,6 +15,7 @@ import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { SpdyConnection, type SpdyStream } from '../src/spdy/index.js';
 import { startDevClusterProcess, startProxyProcess } from './servers.js';
+import { openTypedStream } from './spdy-client.js';
 
 const MiB = 1024 * 1024;
 
@@ -163,11 +164,7 @@ function openSpdyStdout(baseUrl: string, path: string, onData: (total: number) =
     req.once('upgrade', (_res, socket: Socket, head: Buffer) => {
       const conn = new SpdyConnection(socket, { isServer: false, head });
       void (async () => {
-        const open = async (streamtype: string): Promise<SpdyStream> => {
-          const s = await conn.openStream({ streamtype }, { timeoutMs });
-          s.on('error', () => undefined);
-          return s;
-        };
+        const open = (streamtype: string): Promise<SpdyStream> => openTypedStream(conn, streamtype, timeoutMs);
         const error = await open('error');
         const stdout = await open('stdout');
         const stderr = await open('stderr');

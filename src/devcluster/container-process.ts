@@ -8,6 +8,7 @@ import type { Writable } from 'node:stream';
 import type { TerminalSize } from '../terminal-size.js';
 import { spawnLocal, type LocalProcess } from './local-process.js';
 import { KILL_GRACE_MS, type LaunchTarget } from './process-launch.js';
+import { holdSpawnHelper } from './process-spawner.js';
 
 /** The parts of a container spec the dev cluster uses. */
 export interface ContainerSpec {
@@ -49,6 +50,8 @@ export class ContainerProcess extends EventEmitter {
   #restartTimer: NodeJS.Timeout | undefined;
   #stdinEnded = false;
   #lastSize: TerminalSize | undefined;
+  /** Keeps the exec spawn helper (process-spawner.ts) up while this pod's container is. */
+  #releaseSpawnHelper: (() => void) | undefined;
 
   constructor(
     readonly spec: ContainerSpec,
@@ -70,12 +73,13 @@ export class ContainerProcess extends EventEmitter {
   /** Start the process (first start or restart). */
   start(): void {
     if (this.#stopped) return;
+    this.#releaseSpawnHelper ??= holdSpawnHelper();
     const argv = [...(this.spec.command?.length ? this.spec.command : ['/bin/sh']), ...(this.spec.args ?? [])];
     const began = Date.now();
     this.#stdinEnded = false;
     let proc: LocalProcess;
     try {
-      proc = spawnLocal(argv, this.target, this.spec.tty, this.#lastSize);
+      proc = spawnLocal(argv, this.target, this.spec.tty, this.#lastSize, { direct: true });
     } catch (err) {
       this.#scheduleRestart(127, began);
       return;
@@ -137,6 +141,7 @@ export class ContainerProcess extends EventEmitter {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#restartTimer);
+    this.#releaseSpawnHelper?.();
     const proc = this.#proc;
     if (!proc || proc.done) return;
     proc.kill('SIGTERM');

@@ -3,10 +3,13 @@
  * small interface whether it runs on pipes (child_process) or on a pseudo-terminal (node-pty).
  */
 import { spawn } from 'node:child_process';
+import type { Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import * as pty from 'node-pty';
 import type { TerminalSize } from '../terminal-size.js';
 import { FanOut } from './fan-out.js';
 import { exitCodeOf, killGroup, podEnv, resolveExecutable, type LaunchTarget } from './process-launch.js';
+import { spawnViaHelper } from './process-spawner.js';
 
 /** The default terminal size when the client sent none (as runc/containerd use). */
 export const DEFAULT_TERMINAL_SIZE: TerminalSize = { width: 80, height: 24 };
@@ -42,17 +45,183 @@ export interface LocalProcess {
   readonly done: boolean;
 }
 
+/** How {@link spawnLocal} starts a process without a terminal. */
+export interface SpawnOptions {
+  /**
+   * Fork from the dev cluster itself (true) instead of from the spawn helper (process-spawner.ts,
+   * the default). Forking a big process is slow and makes it page-fault afterwards; only container
+   * main processes use this, since they start with their pod and their pid is wanted at once.
+   */
+  direct?: boolean;
+}
+
 /**
  * Start `command` in the pod's working directory. Throws synchronously when the executable cannot
- * be found; `exited` rejects if the OS refuses to start it.
+ * be found; `exited` rejects if the OS refuses to start it. Without a tty the process is started by
+ * the spawn helper unless `options.direct`: `pid` is then undefined for the moment it takes to start.
  */
-export function spawnLocal(command: string[], target: LaunchTarget, tty: boolean, size = DEFAULT_TERMINAL_SIZE): LocalProcess {
+export function spawnLocal(
+  command: string[],
+  target: LaunchTarget,
+  tty: boolean,
+  size = DEFAULT_TERMINAL_SIZE,
+  options: SpawnOptions = {},
+): LocalProcess {
   if (command.length === 0) throw new Error('no command given');
   const env = podEnv(target, tty);
   const file = resolveExecutable(command[0]!, env);
-  return tty ? spawnPty(file, command, target, env, size) : spawnPipes(file, command, target, env);
+  if (tty) return spawnPty(file, command, target, env, size);
+  return options.direct ? spawnPipes(file, command, target, env) : spawnHelped(file, command, target, env);
 }
 
+/**
+ * A process's stdin pipe: the writes of one event-loop turn (several DATA pieces of each socket
+ * read) are corked and go to the pipe as one writev when the turn's I/O is done; writers are told to
+ * wait above {@link STDIN_QUEUE_BYTES}; and until the pipe exists (a helper-started process) writes
+ * are held here, under the same limit.
+ */
+class StdinPipe {
+  #pipe: Writable | undefined;
+  #attached = false;
+  #held: Buffer[] = [];
+  #heldBytes = 0;
+  #ended = false;
+  #corked = false;
+  #waiters: (() => void)[] = [];
+  #drainArmed = false;
+
+  /** The pipe exists (undefined: the process is already gone, so input is dropped). */
+  attach(pipe: Writable | undefined): void {
+    this.#attached = true;
+    this.#pipe = pipe;
+    const held = this.#held;
+    this.#held = [];
+    this.#heldBytes = 0;
+    if (pipe) {
+      pipe.on('error', () => {
+        // EPIPE when the process exits without reading its stdin: nothing to report
+      });
+      if (held.length > 0) {
+        pipe.cork();
+        for (const chunk of held) pipe.write(chunk);
+        pipe.uncork();
+      }
+      if (this.#ended) pipe.end();
+    }
+    this.#wake();
+  }
+
+  /** The process is gone: nobody will read what waits. */
+  close(): void {
+    this.#attach0();
+    this.#ended = true;
+    this.#wake(true);
+  }
+
+  write(chunk: Buffer): boolean {
+    if (this.#ended) return true;
+    const pipe = this.#pipe;
+    if (!this.#attached) {
+      this.#held.push(chunk);
+      this.#heldBytes += chunk.length;
+      return this.#heldBytes < STDIN_QUEUE_BYTES;
+    }
+    if (!pipe || pipe.destroyed) return true;
+    if (!this.#corked) {
+      this.#corked = true;
+      pipe.cork();
+      setImmediate(() => {
+        this.#corked = false;
+        pipe.uncork();
+      });
+    }
+    pipe.write(chunk);
+    return pipe.writableLength < STDIN_QUEUE_BYTES;
+  }
+
+  onDrain(cb: () => void): void {
+    this.#waiters.push(cb);
+    this.#wake();
+  }
+
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    if (this.#attached) this.#pipe?.end(); // flushes corked writes first
+  }
+
+  #attach0(): void {
+    if (!this.#attached) this.attach(undefined);
+  }
+
+  /** Call the waiters if there is room (or `force`); otherwise once the pipe drained. */
+  #wake(force = false): void {
+    if (this.#waiters.length === 0) return;
+    const pipe = this.#pipe;
+    const room = !this.#attached
+      ? this.#heldBytes < STDIN_QUEUE_BYTES
+      : !pipe || pipe.destroyed || pipe.writableLength < STDIN_QUEUE_BYTES;
+    if (!room && !force) {
+      if (pipe && !this.#drainArmed) {
+        // Above STDIN_QUEUE_BYTES a write has returned false, so 'drain' follows once it is flushed.
+        this.#drainArmed = true;
+        const once = (): void => {
+          this.#drainArmed = false;
+          pipe.off('drain', once);
+          pipe.off('close', once);
+          this.#wake(true);
+        };
+        pipe.on('drain', once);
+        pipe.on('close', once);
+      }
+      return;
+    }
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const cb of waiters) cb();
+  }
+}
+
+/** Pieces of a pipe-based process both start paths share. */
+interface PipedParts {
+  readonly pid: number | undefined;
+  stdin: StdinPipe;
+  stdout: FanOut;
+  stderr: FanOut;
+  exited: Promise<number>;
+  kill(signal: NodeJS.Signals): void;
+}
+
+function pipedProcess(parts: PipedParts): LocalProcess {
+  let done = false;
+  const exited = parts.exited.finally(() => {
+    done = true;
+    parts.stdin.close();
+  });
+  return {
+    get pid() {
+      return parts.pid;
+    },
+    tty: false,
+    stdout: parts.stdout,
+    stderr: parts.stderr,
+    get done() {
+      return done;
+    },
+    exited,
+    writeStdin: (chunk) => parts.stdin.write(chunk),
+    onStdinDrain: (cb) => parts.stdin.onDrain(cb),
+    endStdin: () => parts.stdin.end(),
+    resize() {
+      // no terminal
+    },
+    kill(signal) {
+      if (!done) parts.kill(signal);
+    },
+  };
+}
+
+/** Fork + exec from this process (container main processes only, see {@link SpawnOptions}). */
 function spawnPipes(file: string, command: string[], target: LaunchTarget, env: Record<string, string>): LocalProcess {
   const child = spawn(file, command.slice(1), {
     cwd: target.workDir,
@@ -65,18 +234,8 @@ function spawnPipes(file: string, command: string[], target: LaunchTarget, env: 
   const stderr = new FanOut(() => child.stderr.pause(), () => child.stderr.resume());
   child.stdout.on('data', (c: Buffer) => stdout.write(c));
   child.stderr.on('data', (c: Buffer) => stderr.write(c));
-  child.stdin.on('error', () => {
-    // EPIPE when the process exits without reading its stdin: nothing to report
-  });
-  let stdinEnded = false;
-  let done = false;
-  // Stdin writes of one event-loop turn (several DATA pieces of each socket read) are corked and
-  // go to the pipe as one writev when the turn's I/O is done, instead of one syscall per piece.
-  let stdinCorked = false;
-  const uncorkStdin = (): void => {
-    stdinCorked = false;
-    child.stdin.uncork();
-  };
+  const stdin = new StdinPipe();
+  stdin.attach(child.stdin);
   const exited = new Promise<number>((resolve, reject) => {
     let spawned = false;
     child.once('spawn', () => (spawned = true));
@@ -86,51 +245,53 @@ function spawnPipes(file: string, command: string[], target: LaunchTarget, env: 
     child.once('close', (code, signal) => {
       if (spawned) resolve(exitCodeOf(code, signal));
     });
-  }).finally(() => (done = true));
-  return {
-    pid: child.pid,
-    tty: false,
+  });
+  return pipedProcess({ pid: child.pid, stdin, stdout, stderr, exited, kill: (signal) => killGroup(child.pid, signal) });
+}
+
+/**
+ * Started by the spawn helper (process-spawner.ts): the same pipes, handed over once the process
+ * runs. Input written before that is held (with backpressure), a kill before that is delivered then.
+ */
+function spawnHelped(file: string, command: string[], target: LaunchTarget, env: Record<string, string>): LocalProcess {
+  const child = spawnViaHelper({ file, args: command.slice(1), argv0: command[0]!, cwd: target.workDir, env });
+  let out: Socket | undefined;
+  let err: Socket | undefined;
+  const stdout = new FanOut(() => out?.pause(), () => out?.resume());
+  const stderr = new FanOut(() => err?.pause(), () => err?.resume());
+  const stdin = new StdinPipe();
+  let pid: number | undefined;
+  let pendingSignal: NodeJS.Signals | undefined;
+  const ended = (s: Socket): Promise<void> => new Promise((r) => (s.destroyed ? r() : s.once('close', () => r())));
+  const exited = child.started.then(async (pipes) => {
+    pid = pipes.pid;
+    out = pipes.stdout;
+    err = pipes.stderr;
+    out.on('data', (c: Buffer) => stdout.write(c));
+    err.on('data', (c: Buffer) => stderr.write(c));
+    out.on('error', () => undefined);
+    err.on('error', () => undefined);
+    stdin.attach(pipes.stdin);
+    if (pendingSignal) killGroup(pipes.pid, pendingSignal);
+    // As a ChildProcess's 'close': exited, and all output read.
+    const [{ code, signal }] = await Promise.all([child.exit, ended(out), ended(err)]);
+    pipes.stdin?.destroy();
+    return exitCodeOf(code, signal);
+  });
+  const parts: PipedParts = {
+    get pid() {
+      return pid;
+    },
+    stdin,
     stdout,
     stderr,
-    get done() {
-      return done;
-    },
     exited,
-    writeStdin(chunk) {
-      if (stdinEnded || child.stdin.destroyed) return true;
-      if (!stdinCorked) {
-        stdinCorked = true;
-        child.stdin.cork();
-        setImmediate(uncorkStdin);
-      }
-      child.stdin.write(chunk);
-      return child.stdin.writableLength < STDIN_QUEUE_BYTES;
-    },
-    onStdinDrain(cb) {
-      // Above STDIN_QUEUE_BYTES a write has returned false, so 'drain' follows once it is flushed.
-      if (child.stdin.destroyed || child.stdin.writableLength < STDIN_QUEUE_BYTES) cb();
-      else {
-        const once = (): void => {
-          child.stdin.off('drain', once);
-          child.stdin.off('close', once);
-          cb();
-        };
-        child.stdin.on('drain', once);
-        child.stdin.on('close', once);
-      }
-    },
-    endStdin() {
-      if (stdinEnded) return;
-      stdinEnded = true;
-      child.stdin.end(); // flushes corked writes first
-    },
-    resize() {
-      // no terminal
-    },
     kill(signal) {
-      if (!done) killGroup(child.pid, signal);
+      if (pid === undefined) pendingSignal = signal;
+      else killGroup(pid, signal);
     },
   };
+  return pipedProcess(parts);
 }
 
 function spawnPty(

@@ -18,8 +18,9 @@ import { randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import { startCli, type ServerProcess } from '../../bench/servers.js';
+import { openTypedStream } from '../../bench/spdy-client.js';
 import { SpdyConnection, type SpdyStream } from '../../src/spdy/index.js';
-import { clientFrame, closeFrame, Op } from '../translator/stream-tunnel-client.js';
+import { clientFrame, closeFrame, Op, takeResponseHead, takeServerFrame } from '../translator/stream-tunnel-client.js';
 
 /** A dev cluster child process. */
 export interface ClusterChild extends ServerProcess {
@@ -126,11 +127,7 @@ export function spdyExec(baseUrl: string, path: string, o: { stdin?: boolean; ti
       const conn = new SpdyConnection(socket, { isServer: false, head });
       const closed = new Promise<number>((r) => (conn.closed ? r(performance.now()) : conn.once('close', () => r(performance.now()))));
       void (async () => {
-        const open = async (streamtype: string): Promise<SpdyStream> => {
-          const s = await conn.openStream({ streamtype }, { timeoutMs });
-          s.on('error', () => undefined);
-          return s;
-        };
+        const open = (streamtype: string): Promise<SpdyStream> => openTypedStream(conn, streamtype, timeoutMs);
         const error = await open('error');
         const stdin = (o.stdin ?? true) ? await open('stdin') : undefined;
         const stdout = await open('stdout');
@@ -282,11 +279,9 @@ export class TunnelSocket extends Duplex {
     this.socket.on('data', (c: Buffer) => {
       this.#buf = this.#buf.length === 0 ? c : Buffer.concat([this.#buf, c]);
       if (!this.#headDone) {
-        const end = this.#buf.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        this.head = this.#buf.toString('latin1', 0, end + 4);
-        this.status = Number(/^HTTP\/1\.1 (\d{3})/.exec(this.head)?.[1]);
-        this.#buf = this.#buf.subarray(end + 4);
+        const r = takeResponseHead(this.#buf);
+        if (!r) return;
+        ({ head: this.head, status: this.status, rest: this.#buf } = r);
         this.#headDone = true;
         if (this.status !== 101) return failed(new Error(`tunnel upgrade answered ${this.status}: ${this.head}${this.#buf.toString()}`));
         opened();
@@ -307,24 +302,9 @@ export class TunnelSocket extends Duplex {
   }
 
   #frames(): void {
-    for (;;) {
-      const b = this.#buf;
-      if (b.length < 2) return;
-      let len = b[1]! & 0x7f;
-      let off = 2;
-      if (len === 126) {
-        if (b.length < 4) return;
-        len = b.readUInt16BE(2);
-        off = 4;
-      } else if (len === 127) {
-        if (b.length < 10) return;
-        len = Number(b.readBigUInt64BE(2));
-        off = 10;
-      }
-      if (b.length < off + len) return;
-      const opcode = b[0]! & 0x0f;
-      const payload = b.subarray(off, off + len);
-      this.#buf = b.subarray(off + len);
+    for (let next = takeServerFrame(this.#buf); next; next = takeServerFrame(this.#buf)) {
+      const { opcode, payload } = next.frame;
+      this.#buf = next.rest;
       if (opcode === Op.BINARY || opcode === Op.CONT) {
         if (!this.push(payload)) this.socket.pause();
       } else if (opcode === Op.CLOSE) {

@@ -45,6 +45,36 @@ export interface ServerFrame {
   payload: Buffer;
 }
 
+/** The HTTP response head at the start of `buf` (latin1), its status code and the bytes after it, once complete. */
+export function takeResponseHead(buf: Buffer): { head: string; status: number; rest: Buffer } | undefined {
+  const end = buf.indexOf('\r\n\r\n');
+  if (end < 0) return undefined;
+  const head = buf.toString('latin1', 0, end + 4);
+  return { head, status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), rest: buf.subarray(end + 4) };
+}
+
+/**
+ * The first complete server (unmasked) frame in `buf` and the bytes after it, or undefined while
+ * the frame is incomplete.
+ */
+export function takeServerFrame(buf: Buffer): { frame: ServerFrame; rest: Buffer } | undefined {
+  if (buf.length < 2) return undefined;
+  let len = buf[1]! & 0x7f;
+  let off = 2;
+  if (len === 126) {
+    if (buf.length < 4) return undefined;
+    len = buf.readUInt16BE(2);
+    off = 4;
+  } else if (len === 127) {
+    if (buf.length < 10) return undefined;
+    len = Number(buf.readBigUInt64BE(2));
+    off = 10;
+  }
+  if (buf.length < off + len) return undefined;
+  const frame = { opcode: buf[0]! & 0x0f, fin: (buf[0]! & 0x80) !== 0, payload: buf.subarray(off, off + len) };
+  return { frame, rest: buf.subarray(off + len) };
+}
+
 /** A connected raw client after the HTTP handshake. */
 export class TunnelTestClient {
   readonly socket: Socket;
@@ -100,11 +130,9 @@ export class TunnelTestClient {
   #onData(chunk: Buffer): void {
     this.#buf = this.#buf.length === 0 ? chunk : Buffer.concat([this.#buf, chunk]);
     if (!this.#headDone) {
-      const end = this.#buf.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      this.head = this.#buf.toString('latin1', 0, end + 4);
-      this.status = Number(/^HTTP\/1\.1 (\d{3})/.exec(this.head)?.[1]);
-      this.#buf = this.#buf.subarray(end + 4);
+      const r = takeResponseHead(this.#buf);
+      if (!r) return;
+      ({ head: this.head, status: this.status, rest: this.#buf } = r);
       this.#headDone = true;
     }
     if (this.status === 101) this.#parseFrames();
@@ -112,23 +140,9 @@ export class TunnelTestClient {
   }
 
   #parseFrames(): void {
-    for (;;) {
-      const b = this.#buf;
-      if (b.length < 2) return;
-      let len = b[1]! & 0x7f;
-      let off = 2;
-      if (len === 126) {
-        if (b.length < 4) return;
-        len = b.readUInt16BE(2);
-        off = 4;
-      } else if (len === 127) {
-        if (b.length < 10) return;
-        len = Number(b.readBigUInt64BE(2));
-        off = 10;
-      }
-      if (b.length < off + len) return;
-      const frame = { opcode: b[0]! & 0x0f, fin: (b[0]! & 0x80) !== 0, payload: b.subarray(off, off + len) };
-      this.#buf = b.subarray(off + len);
+    for (let next = takeServerFrame(this.#buf); next; next = takeServerFrame(this.#buf)) {
+      const { frame } = next;
+      this.#buf = next.rest;
       this.frames.push(frame);
       if (frame.opcode === Op.BINARY || frame.opcode === Op.CONT) {
         this.#binary.push(frame.payload);

@@ -100,6 +100,86 @@ describe('runExec', () => {
     expect(out.size()).toBe(total);
   });
 
+  // Exec'd processes are started by the spawn helper (process-spawner.ts), never forked from the
+  // dev cluster's own (large) process: every fork write-protects the parent's memory, and the
+  // copy-on-write faults that follow were what made `cat` echo slow under load.
+  describe('processes started by the spawn helper', () => {
+    it('are not children of the dev cluster process', async () => {
+      const out = collector();
+      const r = await runExec(req(['sh', '-c', 'echo $PPID']), { stdout: out.w, tty: false }, new AbortController().signal);
+      expect(r.exitCode).toBe(0);
+      const ppid = Number(out.text().trim());
+      expect(ppid).toBeGreaterThan(1);
+      expect(ppid).not.toBe(process.pid);
+    });
+
+    it('lose no output written before the pipes are handed over (40 at once, stdout and stderr exact)', async () => {
+      // The helper must never read a process's output itself: these write at once and exit.
+      const runs = await Promise.all(
+        Array.from({ length: 40 }, async (_, i) => {
+          const out = collector();
+          const err = collector();
+          const r = await runExec(
+            req(['sh', '-c', `seq 1 ${2000 + i}; echo err-${i} >&2; exit ${i % 7}`]),
+            { stdout: out.w, stderr: err.w, tty: false },
+            new AbortController().signal,
+          );
+          return { i, r, out: out.text(), err: err.text() };
+        }),
+      );
+      for (const { i, r, out, err } of runs) {
+        expect(r.exitCode).toBe(i % 7);
+        expect(out).toBe(Array.from({ length: 2000 + i }, (_, k) => `${k + 1}\n`).join(''));
+        expect(err).toBe(`err-${i}\n`);
+      }
+    });
+
+    it('get stdin written before they run, in order, then EOF (4 MiB through cat, sha256)', async () => {
+      const { createHash } = await import('node:crypto');
+      const stdin = new PassThrough();
+      const inHash = createHash('sha256');
+      const outHash = createHash('sha256');
+      let outBytes = 0;
+      const out = new Writable({
+        write(c: Buffer, _e, cb) {
+          outHash.update(c);
+          outBytes += c.length;
+          cb();
+        },
+      });
+      const done = runExec(req(['cat']), { stdin, stdout: out, tty: false }, new AbortController().signal);
+      // Written synchronously, before the helper can have handed the pipes over: held, in order.
+      let total = 0;
+      for (let k = 0; k < 64; k++) {
+        const chunk = Buffer.alloc(64 * 1024, k);
+        chunk.writeUInt32BE(k, 0);
+        inHash.update(chunk);
+        total += chunk.length;
+        stdin.write(chunk);
+      }
+      stdin.end();
+      expect(await done).toEqual({ exitCode: 0 });
+      expect(outBytes).toBe(total);
+      expect(outHash.digest('hex')).toBe(inHash.digest('hex'));
+    });
+
+    it('are killed by an abort that comes before they run', async () => {
+      const abort = new AbortController();
+      const done = runExec(req(['sleep', '60']), { tty: false }, abort.signal);
+      abort.abort();
+      expect(await done).toEqual({ exitCode: 128 + 15 });
+    });
+
+    it('report a command the OS refuses to start as a rejection', async () => {
+      // A directory passes the executable lookup (X_OK) but execve refuses it (EACCES).
+      const { mkdtempSync } = await import('node:fs');
+      const { join } = await import('node:path');
+      const { tmpdir } = await import('node:os');
+      const bad = mkdtempSync(join(tmpdir(), 'ksp-rt-'));
+      await expect(runExec(req([bad]), { tty: false }, new AbortController().signal)).rejects.toThrow(/EACCES/);
+    });
+  });
+
   it('runs on a pty with the first resize and later resizes', async () => {
     const resize = new EventEmitter();
     const stdin = new PassThrough();
