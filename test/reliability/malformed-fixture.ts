@@ -38,11 +38,6 @@ export interface CatalogueRow {
   knownGap?: string;
   /** With `knownGap`: today's answer, in the same canonical form; the test pins it. */
   observed?: string;
-  /**
-   * With `knownGap`: the case cannot run until the fix lands (it would take the test process down,
-   * as it would the proxy); it is listed, and skipped, and `observed` says what happens.
-   */
-  skipUntilFixed?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -246,14 +246,12 @@ describe('malformed SPDY from an upstream (translation)', { timeout: 30_000 }, (
     expect(SPDY_CLIENT_CASES.length + SPDY_UPSTREAM_CASES.length).toBeGreaterThanOrEqual(50);
     expect(new Set(SPDY_UPSTREAM_CASES.map((c) => c.id)).size).toBe(SPDY_UPSTREAM_CASES.length);
   });
-  const runnable = SPDY_UPSTREAM_CASES.filter((c) => !c.skipUntilFixed);
+  const runnable = SPDY_UPSTREAM_CASES;
   it.each(runnable.map((c, i) => [`${c.id} ${c.title}`, c, i] as const))('%s', async (_name, c, i) => {
     const observed = await runUpstream(c);
     if (process.env.MALFORMED_PRINT) appendFileSync(process.env.MALFORMED_PRINT, `${c.id}\t${JSON.stringify(observed)}\n`);
     await afterCase(fx, i, runnable.length);
     expect(observed).toBe(c.knownGap ? c.observed : c.expected);
   });
-  // Known crashes: listed in the doc, skipped until the fix lands (then drop `skipUntilFixed` and `knownGap`).
-  for (const c of SPDY_UPSTREAM_CASES.filter((x) => x.skipUntilFixed)) it.skip(`${c.id} ${c.title} (known crash, see docs/reliability.md)`, () => {});
 });
 
