@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { errorStatus, type V1Status } from '../status.js';
+import { bearerToken } from '../auth/token-review.js';
 
 /** Who a request is from: Kubernetes `user.Info`. */
 export interface UserInfo {
@@ -120,17 +121,8 @@ export function parseTokenAuthFile(text: string, path = 'token file'): Map<strin
   return tokens;
 }
 
-/**
- * The bearer token of an `Authorization` header, or undefined. As `bearertoken.AuthenticateRequest`:
- * the scheme is case-insensitive and the token is the second space-separated word.
- */
-export function bearerToken(authorization: string | undefined): string | undefined {
-  if (authorization === undefined) return undefined;
-  const parts = authorization.trim().split(' ');
-  if (parts.length < 2 || parts[0]!.toLowerCase() !== 'bearer') return undefined;
-  const token = parts[1]!;
-  return token === '' ? undefined : token;
-}
+/** The bearer token of an `Authorization` header (the proxy's parser: kube-apiserver's `bearertoken` rules). */
+export { bearerToken };
 
 /** Authenticates bearer tokens against a token file's table. */
 export class StaticTokenAuthenticator {
