@@ -67,7 +67,8 @@ export function execPath(command: string[], streams: { stdin?: boolean; stdout?:
  * and exits; prints "ready" first. The dev cluster signals the whole process group.
  */
 export function signalRecorder(marker: string): string[] {
-  const traps = ['TERM', 'HUP', 'INT'].map((s) => `trap 'echo ${s} > ${marker}; exit 0' ${s};`).join(' ');
+  // Written under another name and renamed, so the marker appears only with its content in it.
+  const traps = ['TERM', 'HUP', 'INT'].map((s) => `trap 'echo ${s} > ${marker}.tmp; mv ${marker}.tmp ${marker}; exit 0' ${s};`).join(' ');
   return ['sh', '-c', `${traps} echo ready; sleep 600 & wait`];
 }
 
