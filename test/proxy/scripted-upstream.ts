@@ -85,20 +85,34 @@ export function headValues(head: string, name: string): string[] {
     .map(([, v]) => v);
 }
 
+/** Options of {@link RawClient.connect}. */
+export interface RawClientOptions {
+  /** Default deadline of `until()` and `closed()`, ms; none when absent (the test's own timeout applies). */
+  timeoutMs?: number;
+  /** Set TCP_NODELAY on the connection. */
+  noDelay?: boolean;
+}
+
 /** A raw client connection that collects everything it receives. */
 export class RawClient {
   readonly socket: Socket;
   received = Buffer.alloc(0);
+  /** True once the peer ended or the socket closed. */
   ended = false;
+  /** True once the peer sent FIN (not a reset). */
+  peerFin = false;
   readonly #waiters: Array<() => void> = [];
+  readonly #timeoutMs: number | undefined;
 
-  private constructor(socket: Socket) {
+  private constructor(socket: Socket, timeoutMs: number | undefined) {
     this.socket = socket;
+    this.#timeoutMs = timeoutMs;
     socket.on('data', (chunk: Buffer) => {
       this.received = Buffer.concat([this.received, chunk]);
       this.#wake();
     });
     socket.on('end', () => {
+      this.peerFin = true;
       this.ended = true;
       this.#wake();
     });
@@ -109,24 +123,49 @@ export class RawClient {
     socket.on('error', () => {});
   }
 
-  /** Connect to `url`'s host and port. */
-  static async connect(url: string): Promise<RawClient> {
-    const u = new URL(url);
-    const socket = connect({ host: u.hostname, port: Number(u.port) });
+  /** Connect to `url`'s host and port, or to a port on 127.0.0.1. */
+  static async connect(target: string | number, o: RawClientOptions = {}): Promise<RawClient> {
+    const u = typeof target === 'string' ? new URL(target) : undefined;
+    const socket = connect({ host: u?.hostname ?? '127.0.0.1', port: u ? Number(u.port) : (target as number) });
     await once(socket, 'connect');
-    return new RawClient(socket);
+    if (o.noDelay) socket.setNoDelay(true);
+    return new RawClient(socket, o.timeoutMs);
   }
 
   #wake(): void {
     for (const w of this.#waiters.splice(0)) w();
   }
 
-  /** Wait until `predicate` holds for what has arrived (or fail when the connection ends first). */
-  async until(predicate: (received: Buffer) => boolean, what = 'expected bytes'): Promise<Buffer> {
+  /** What arrived so far, for error messages. */
+  #got(): string {
+    return JSON.stringify(this.received.toString('latin1').slice(0, 300));
+  }
+
+  /** Resolve at the next arrival or end; reject at `deadline` (ms since epoch). */
+  #next(deadline: number, what: string): Promise<void> {
+    const left = deadline - Date.now();
+    if (left <= 0) return Promise.reject(new Error(`timed out waiting for ${what}; got ${this.#got()}`));
+    return new Promise<void>((resolve) => {
+      const t = Number.isFinite(left) ? setTimeout(resolve, left) : undefined;
+      this.#waiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+
+  /** Write unless the socket is gone. */
+  write(b: Buffer | string): void {
+    if (!this.socket.destroyed) this.socket.write(b);
+  }
+
+  /** Wait until `predicate` holds for what has arrived (or fail when the connection ends first, or after `ms`). */
+  async until(predicate: (received: Buffer) => boolean, what = 'expected bytes', ms = this.#timeoutMs): Promise<Buffer> {
+    const deadline = ms === undefined ? Infinity : Date.now() + ms;
     for (;;) {
       if (predicate(this.received)) return this.received;
-      if (this.ended) throw new Error(`connection ended before ${what}; got ${JSON.stringify(this.received.toString('latin1').slice(0, 300))}`);
-      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+      if (this.ended) throw new Error(`connection ended before ${what}; got ${this.#got()}`);
+      await this.#next(deadline, what);
     }
   }
 
@@ -135,10 +174,24 @@ export class RawClient {
     return this.until((b) => b.length >= n, `${n} bytes`);
   }
 
-  /** Wait for the connection to end; resolves with everything received. */
-  async end(): Promise<Buffer> {
-    while (!this.ended) await new Promise<void>((resolve) => this.#waiters.push(resolve));
+  /** Wait for the connection to end (FIN or reset); resolves with everything received. */
+  async end(ms = this.#timeoutMs): Promise<Buffer> {
+    const deadline = ms === undefined ? Infinity : Date.now() + ms;
+    while (!this.ended) {
+      await this.#next(deadline, 'the connection to close').catch(() => {
+        throw new Error(`connection still open after ${ms} ms; got ${this.#got()}`);
+      });
+    }
     return this.received;
+  }
+
+  /** Same as {@link end}. */
+  closed(ms = this.#timeoutMs): Promise<Buffer> {
+    return this.end(ms);
+  }
+
+  destroy(): void {
+    this.socket.destroy();
   }
 }
 

@@ -19,6 +19,7 @@ import { resolveConfig } from '../../src/config.js';
 import { startDevCluster, type DevCluster } from '../../src/devcluster/dev-cluster.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { encodeFrame, FrameParser, HeaderCompressor, type SpdyFrame } from '../../src/spdy/index.js';
+import { RawClient } from '../proxy/scripted-upstream.js';
 
 // ---------------------------------------------------------------------------------------------
 // The catalogue's case shape (also read by the doc generator)
@@ -192,87 +193,12 @@ export function countTcpConnections(ports: ReadonlySet<number>): number {
 // Raw client
 // ---------------------------------------------------------------------------------------------
 
-/** A raw client connection that collects everything it receives. */
-export class Raw {
-  readonly socket: Socket;
-  received = Buffer.alloc(0);
-  /** True once the peer ended or the socket closed. */
-  ended = false;
-  /** True once the peer sent FIN (not a reset). */
-  peerFin = false;
-  readonly #waiters: Array<() => void> = [];
+/** A raw client connection (the shared fixture's), with this catalogue's 5 s deadline per wait. */
+export type Raw = RawClient;
 
-  private constructor(socket: Socket) {
-    this.socket = socket;
-    socket.on('data', (chunk: Buffer) => {
-      this.received = Buffer.concat([this.received, chunk]);
-      this.#wake();
-    });
-    socket.on('end', () => {
-      this.peerFin = true;
-      this.ended = true;
-      this.#wake();
-    });
-    socket.on('close', () => {
-      this.ended = true;
-      this.#wake();
-    });
-    socket.on('error', () => {});
-  }
-
-  static async connect(port: number): Promise<Raw> {
-    const socket = connect({ host: '127.0.0.1', port });
-    await once(socket, 'connect');
-    socket.setNoDelay(true);
-    return new Raw(socket);
-  }
-
-  #wake(): void {
-    for (const w of this.#waiters.splice(0)) w();
-  }
-
-  write(b: Buffer | string): void {
-    if (!this.socket.destroyed) this.socket.write(b);
-  }
-
-  /** Wait until `predicate(received)` holds; throws when the connection ends first or after `ms`. */
-  async until(predicate: (b: Buffer) => boolean, what: string, ms = 5_000): Promise<Buffer> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      if (predicate(this.received)) return this.received;
-      if (this.ended) throw new Error(`connection ended before ${what}; got ${JSON.stringify(this.received.toString('latin1').slice(0, 300))}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(this.received.toString('latin1').slice(0, 300))}`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.#waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
-  }
-
-  /** Wait for the peer to close the connection (FIN or reset); throws after `ms`. */
-  async closed(ms = 5_000): Promise<Buffer> {
-    const deadline = Date.now() + ms;
-    while (!this.ended) {
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`connection still open after ${ms} ms; got ${JSON.stringify(this.received.toString('latin1').slice(0, 300))}`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.#waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
-    return this.received;
-  }
-
-  destroy(): void {
-    this.socket.destroy();
-  }
+/** Connect a {@link Raw} client to 127.0.0.1:`port`. */
+export function connectRaw(port: number): Promise<Raw> {
+  return RawClient.connect(port, { timeoutMs: 5_000, noDelay: true });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -357,7 +283,7 @@ export interface Exchange {
  * when `awaitClose`), and destroy the connection.
  */
 export async function exchange(port: number, request: Buffer | string | Array<Buffer | string>, o: { awaitClose?: boolean; ms?: number } = {}): Promise<Exchange> {
-  const raw = await Raw.connect(port);
+  const raw = await connectRaw(port);
   try {
     for (const part of Array.isArray(request) ? request : [request]) raw.write(part);
     try {
@@ -507,7 +433,7 @@ export class RawWs {
   }
 
   static async open(port: number, path = execPath(), o: Parameters<typeof wsUpgradeRequest>[1] = {}): Promise<RawWs> {
-    const raw = await Raw.connect(port);
+    const raw = await connectRaw(port);
     raw.write(wsUpgradeRequest(path, o));
     await raw.until((b) => answerEnd(b) >= 0, '101');
     const answer = parseHttpAnswer(raw.received);
@@ -660,7 +586,7 @@ export class RawSpdy {
   private constructor(readonly raw: Raw, readonly answer: HttpAnswer) {}
 
   static async open(port: number, path?: string): Promise<RawSpdy> {
-    const raw = await Raw.connect(port);
+    const raw = await connectRaw(port);
     raw.write(spdyUpgradeRequest(path));
     await raw.until((b) => answerEnd(b) >= 0, '101');
     const answer = parseHttpAnswer(raw.received);

@@ -12,7 +12,8 @@ import {
   answerEnd,
   afterCase,
   parseHttpAnswer,
-  Raw,
+  connectRaw,
+  type Raw,
   RawWs,
   startMalformedFixture,
   wsChannel,
@@ -45,7 +46,7 @@ const LIVEZ = 'GET /livez HTTP/1.1\r\nHost: proxy.test\r\n\r\n';
 
 /** Run one case; returns its canonical answer. */
 async function runCase(c: HttpCase): Promise<string> {
-  const raw = await Raw.connect(fx.proxyPort);
+  const raw = await connectRaw(fx.proxyPort);
   try {
     for (const part of Array.isArray(c.request) ? c.request : [c.request]) raw.write(part);
     const answers: HttpAnswer[] = [];

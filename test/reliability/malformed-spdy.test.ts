@@ -16,7 +16,8 @@ import {
   afterCase,
   answerEnd,
   parseHttpAnswer,
-  Raw,
+  connectRaw,
+  type Raw,
   RawSpdy,
   RawWs,
   spdyUpgradeRequest,
@@ -98,7 +99,7 @@ async function runClient(c: SpdyClientCase): Promise<string> {
   const w = new BlockWriter();
   const sent = c.send({ w });
   const bytes = Array.isArray(sent) ? sent : [sent];
-  const raw = await Raw.connect(fx.proxyPort);
+  const raw = await connectRaw(fx.proxyPort);
   try {
     raw.write(c.early ? Buffer.concat([Buffer.from(spdyUpgradeRequest()), ...bytes]) : spdyUpgradeRequest());
     await raw.until((b) => answerEnd(b) >= 0, '101');

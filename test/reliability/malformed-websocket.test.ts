@@ -13,7 +13,8 @@ import {
   execPath,
   afterCase,
   parseHttpAnswer,
-  Raw,
+  connectRaw,
+  type Raw,
   RawWs,
   startMalformedFixture,
   wsChannel,
@@ -38,7 +39,7 @@ async function runCase(c: WebSocketCase): Promise<string> {
   const tty = /tty=true/.test(query);
   const sent = c.send();
   const bytes = Array.isArray(sent) ? sent : [sent];
-  const raw = await Raw.connect(fx.proxyPort);
+  const raw = await connectRaw(fx.proxyPort);
   try {
     raw.write(c.early ? Buffer.concat([Buffer.from(wsUpgradeRequest(execPath(query))), ...bytes]) : wsUpgradeRequest(execPath(query)));
     await raw.until((b) => answerEnd(b) >= 0, '101');
