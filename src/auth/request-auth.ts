@@ -14,7 +14,8 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { errorStatus, encodeStatus, type V1Status } from '../status.js';
+import { sendStatus } from '../../handlers/status-reply.js';
+import { errorStatus } from '../status.js';
 import type { Upstream } from '../upstream.js';
 import { routedEndpoint, setUpstreamRoute } from '../upstream-route.js';
 import { UnauthorizedError, type Authenticator } from './authenticator.js';
@@ -70,10 +71,6 @@ export function stripRequestIdentity(req: IncomingMessage, o: StripOptions): voi
   for (const name of removed) delete req.headers[name];
 }
 
-function reply(res: FastifyReply, status: V1Status): FastifyReply {
-  return res.code(status.code ?? 500).type('application/json').send(encodeStatus(status));
-}
-
 /** Build the `onRequest` hook. */
 export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyRequest, res: FastifyReply) => Promise<FastifyReply | undefined> {
   const passthroughStrip: StripOptions = { authorization: false, impersonation: false, requestHeaderNames: o.requestHeaderNames, requestHeaderPrefixes: o.requestHeaderPrefixes };
@@ -104,14 +101,14 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
         await authorizer.authorize(user, { verb: 'create', resource: 'pods', subresource: stream.subresource, namespace: stream.namespace, name: stream.name });
       }
     } catch (e) {
-      if (e instanceof ForbiddenError) return reply(res, e.status);
-      if (e instanceof ImpersonationHeaderError) return reply(res, errorStatus(400, e.message, 'BadRequest'));
+      if (e instanceof ForbiddenError) return sendStatus(res, e.status);
+      if (e instanceof ImpersonationHeaderError) return sendStatus(res, errorStatus(400, e.message, 'BadRequest'));
       if (e instanceof AuthorizationError) {
         request.log.warn({ err: e }, 'authorization failed');
-        return reply(res, errorStatus(500, e.message, 'InternalError'));
+        return sendStatus(res, errorStatus(500, e.message, 'InternalError'));
       }
       if (!(e instanceof UnauthorizedError)) request.log.warn({ err: e }, 'authentication failed');
-      return reply(res, errorStatus(401, 'Unauthorized', 'Unauthorized'));
+      return sendStatus(res, errorStatus(401, 'Unauthorized', 'Unauthorized'));
     }
     stripRequestIdentity(req, impersonateStrip);
     users.set(req, user);
