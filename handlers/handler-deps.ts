@@ -5,16 +5,18 @@ import type { IncomingMessage } from 'node:http';
 import type { ClientInfo } from '../proxy/forwarded-headers.js';
 import type { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import type { FeatureGates } from '../src/feature-gate.js';
-import type { KubeletLocator } from '../src/kubelet/kubelet-locator.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import type { StreamingSessions } from '../src/streaming-sessions.js';
-import type { Upstream } from '../src/upstream.js';
+import type { Upstream } from '../src/routing/upstream.js';
 
 /** Plugin options shared by every route family. */
 export interface HandlerDeps {
   /** Upgrade passthrough (SPDY, WebSocket v1–v4, anything not translated). */
   upgradeProxy: UpgradeAwareProxy;
-  /** Upstream for plain requests. */
+  /**
+   * The primary upstream: the route of requests the router never saw (components driven directly).
+   * Handlers send every request along `routeOf(req, upstream)`.
+   */
   upstream: Upstream;
   metrics: ProxyMetrics;
   /** Every open streaming request: metrics and audit at their end, graceful shutdown. */
@@ -27,8 +29,6 @@ export interface HandlerDeps {
   maxConnectionBytesPerSec: number;
   /** `--upgrade-response-timeout` in ms: dial + upstream response head deadline. */
   upgradeResponseTimeoutMs: number;
-  /** `--upstream-mode=kubelet`: where pod streaming requests go instead of the apiserver. */
-  kubeletLocator?: KubeletLocator;
 }
 
 /** The client-side facts the forwarded headers need. */

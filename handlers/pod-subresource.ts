@@ -8,9 +8,6 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { UpgradeContext } from './upgrade-context.js';
 import { authenticatedUserOf } from '../src/auth/request-auth.js';
-import type { KubeletLocator } from '../src/kubelet/kubelet-locator.js';
-import { errorStatus, type V1Status } from '../src/status.js';
-import { setUpstreamRoute } from '../src/upstream-route.js';
 import { ShuttingDownError, UpgradeRequiredError, statusForError } from '../src/errors.js';
 import type { ClientProtocolLabel, HandlerLabel, SessionPathLabel } from '../src/metrics.js';
 import type { SessionFacts, StreamingSession } from '../src/streaming-sessions.js';
@@ -81,29 +78,6 @@ export function sessionFacts(
   return facts;
 }
 
-/**
- * kubelet mode: find the pod's kubelet and route the request there (before any upgrade). Resolves
- * with the Status refusing it (pod missing, no node, no container), or undefined when routed.
- */
-async function routeToKubelet(request: FastifyRequest<{ Params: PodParams }>, subresource: PodStreamSubresource, locator: KubeletLocator): Promise<V1Status | undefined> {
-  let route;
-  try {
-    route = await locator.locate({
-      subresource,
-      namespace: request.params.namespace,
-      pod: request.params.name,
-      query: new URL(request.raw.url ?? '/', 'http://request.invalid').searchParams,
-    });
-  } catch (e) {
-    request.log.warn({ err: e }, 'kubelet lookup failed');
-    return errorStatus(503, `error looking up the pod's kubelet: ${(e as Error).message}`, 'ServiceUnavailable');
-  }
-  if (!route.ok) return route.status;
-  request.log.info({ node: route.node }, 'pod streaming request routed to its kubelet');
-  setUpstreamRoute(request.raw, route.endpoint);
-  return undefined;
-}
-
 /** Build the Fastify plugin serving one pod subresource. */
 export function podSubresourceRoutes(
   subresource: PodStreamSubresource & HandlerLabel,
@@ -123,10 +97,6 @@ export function podSubresourceRoutes(
         }
         const upgrade = upgradeOf(request.raw);
         if (!upgrade) return sendStatus(reply, new UpgradeRequiredError().toStatus());
-        if (deps.kubeletLocator) {
-          const refused = await routeToKubelet(request, subresource, deps.kubeletLocator);
-          if (refused) return sendStatus(reply, refused);
-        }
         const websocket = isWebSocketUpgrade(request);
         const delegated = delegate?.matches(request, deps) ? delegate : undefined;
         const path = delegated?.path ?? 'passthrough';

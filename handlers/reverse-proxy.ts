@@ -18,8 +18,8 @@ import {
 } from '../proxy/forwarded-headers.js';
 import { UpstreamUnreachableError, statusForError } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
-import type { AuthHeaders } from '../src/upstream.js';
-import { upstreamFor } from '../src/upstream-route.js';
+import { routeOf, type Route } from '../src/routing/route.js';
+import type { AuthHeaders } from '../src/routing/upstream.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import { leaveBodiesUnread } from './raw-body.js';
 import { sendStatus } from './status-reply.js';
@@ -49,21 +49,22 @@ function isDisguisedPodStream(url: string): boolean {
 }
 
 /** Upstream request headers for a plain request: client's lines minus hop-by-hop, plus ours. */
-function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, auth: AuthHeaders): HeaderPair[] {
+function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, route: Route, auth: AuthHeaders): HeaderPair[] {
   let pairs = stripHopByHop(pairsFromRaw(req.rawHeaders)).filter(([n]) => n.toLowerCase() !== 'host');
   pairs = withForwardedHeaders(pairs, clientInfo(req, deps.proto));
   pairs = setHeaders(pairs, auth);
-  return [['Host', deps.upstream.host], ...pairs];
+  return [['Host', route.host], ...pairs];
 }
 
 async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: HandlerDeps): Promise<FastifyReply> {
   const req = request.raw;
-  // The caller's own credentials (passthrough), or the proxy's plus Impersonate-* (impersonate mode).
-  const auth = await upstreamFor(req, deps.upstream).callerAuthHeaders();
-  const upstreamReq = deps.upstream.request({
+  // The backend and the identity to present there (the caller's own credentials in passthrough).
+  const route = routeOf(req, deps.upstream);
+  const auth = await route.callerAuthHeaders();
+  const upstreamReq = route.request({
     method: req.method ?? 'GET',
-    path: deps.upstream.target(req.url ?? '/'),
-    headers: rawFromPairs(upstreamHeaders(req, deps, auth)),
+    path: route.target(req.url ?? '/'),
+    headers: rawFromPairs(upstreamHeaders(req, deps, route, auth)),
   });
   const responded = new Promise<IncomingMessage>((resolve, reject) => {
     upstreamReq.once('response', resolve);
@@ -83,7 +84,7 @@ async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: Ha
     req.unpipe(upstreamReq);
     deps.metrics.incUpstreamDialError('reverse_proxy', 'unreachable');
     if (reply.raw.destroyed) return reply.hijack();
-    return sendStatus(reply, new UpstreamUnreachableError(deps.upstream.url.origin, e).toStatus());
+    return sendStatus(reply, new UpstreamUnreachableError(route.url.origin, e).toStatus());
   }
   upstreamReq.on('error', () => {});
   // Hijack to write the upstream's head ourselves: raw header lines (case, order and repeats kept)

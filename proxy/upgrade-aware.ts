@@ -15,8 +15,8 @@ import {
   UpstreamClosedError,
   statusForError,
 } from '../src/errors.js';
-import type { AuthHeaders, Upstream } from '../src/upstream.js';
-import { upstreamFor } from '../src/upstream-route.js';
+import type { AuthHeaders, Upstream } from '../src/routing/upstream.js';
+import { routeOf } from '../src/routing/route.js';
 import {
   pairsFromRaw,
   requestHead,
@@ -85,7 +85,7 @@ export class UpgradeAwareProxy {
   async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo): Promise<UpgradeOutcome> {
     // Leave later client bytes in the socket until the upstream has said 101; they are relayed then.
     socket.pause();
-    const upstream = upstreamFor(req, this.#options.upstream);
+    const upstream = routeOf(req, this.#options.upstream);
     const exchange = await exchangeUpgradeHead({
       upstream,
       clientSocket: socket,

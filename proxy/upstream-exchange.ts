@@ -7,13 +7,14 @@
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { UpstreamTimeoutError } from '../src/errors.js';
-import type { AuthHeaders, UpstreamEndpoint } from '../src/upstream.js';
+import type { Route } from '../src/routing/route.js';
+import type { AuthHeaders } from '../src/routing/upstream.js';
 import type { CompleteResponseHead } from './response-head.js';
 import { readResponseHead } from './upgrade-aware.js';
 
 /** What {@link exchangeUpgradeHead} needs. */
 export interface UpgradeExchange {
-  upstream: UpstreamEndpoint;
+  upstream: Route;
   /** The hijacked client socket: its 'close' abandons the exchange. Left paused by the caller. */
   clientSocket: Duplex;
   /** Deadline for dial + complete response head, in ms (`--upgrade-response-timeout`). */

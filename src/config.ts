@@ -11,9 +11,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { AuthnMode } from './auth/request-auth.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
-import type { KubeletClientConfig } from './kubelet/kubelet-locator.js';
-import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './kubelet/node-address.js';
-import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './upstream.js';
+import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
+import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
+import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './routing/upstream.js';
 
 /** Default listen address: loopback, so plain HTTP without certificates is allowed out of the box. */
 export const DEFAULT_LISTEN = '127.0.0.1:6443';

@@ -37,7 +37,8 @@ import { createRequestAuthHook } from './auth/request-auth.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS } from './auth/request-header.js';
 import { TokenReviewer } from './auth/token-review.js';
 import type { ProxyConfig } from './config.js';
-import { KubeletLocator } from './kubelet/kubelet-locator.js';
+import { KubeletLocator } from './routing/kubelet/kubelet-locator.js';
+import { Router } from './routing/router.js';
 import { createMetrics, type HandlerLabel } from './metrics.js';
 import { errorStatus } from './status.js';
 import { StreamingSessions } from './streaming-sessions.js';
@@ -189,6 +190,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   for (const warning of security?.warnings ?? []) app.log.warn({}, warning);
   const requestHeader = security?.requestHeader;
   const lower = (xs: readonly string[]): string[] => xs.map((x) => x.toLowerCase());
+  const ownPaths = [...HEALTH_PATHS, '/metrics'];
   app.addHook(
     'onRequest',
     createRequestAuthHook({
@@ -196,8 +198,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
       // Front-proxy lines are never forwarded: the defaults always, plus any configured names.
       requestHeaderNames: lower([...DEFAULT_USERNAME_HEADERS, ...DEFAULT_GROUP_HEADERS, ...(requestHeader?.usernameHeaders ?? []), ...(requestHeader?.groupHeaders ?? [])]),
       requestHeaderPrefixes: lower([...DEFAULT_EXTRA_HEADER_PREFIXES, ...(requestHeader?.extraHeaderPrefixes ?? [])]),
-      ownPaths: [...HEALTH_PATHS, '/metrics'],
-      upstream: config.upstream,
+      ownPaths,
       ...(api && security?.authn === 'impersonate'
         ? {
             authenticator: new Authenticator({
@@ -210,8 +211,11 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
         : {}),
     }),
   );
-  const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet) : undefined;
+  const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet, app.log) : undefined;
   if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
+  // After authentication: every request that goes upstream gets its route here (src/routing/).
+  const router = new Router({ upstream: config.upstream, authn: security?.authn ?? 'passthrough', resolvers: kubeletLocator ? [kubeletLocator] : [] });
+  app.addHook('onRequest', router.hook(ownPaths));
 
   const deps: HandlerDeps = {
     upgradeProxy: new UpgradeAwareProxy({
@@ -226,7 +230,6 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     proto: config.tls ? 'https' : 'http',
     maxConnectionBytesPerSec: config.maxConnectionBytesPerSec,
     upgradeResponseTimeoutMs: config.upgradeResponseTimeoutMs,
-    ...(kubeletLocator ? { kubeletLocator } : {}),
   };
   await app.register(healthRoutes, { registry, readiness });
   await app.register(execRoutes, deps);

@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { UpstreamTimeoutError } from './errors.js';
 import type { DialErrorReason } from './metrics.js';
-import type { Upstream } from './upstream.js';
+import type { Upstream } from './routing/upstream.js';
 
 /** How long a probe result is reused: kubelet probes every 10 s by default, two replicas scrape too. */
 export const UPSTREAM_PROBE_CACHE_MS = 3_000;

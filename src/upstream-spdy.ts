@@ -25,7 +25,8 @@ import { UpgradeMismatchError, UpstreamTimeoutError, UpstreamUpgradeRefusedError
 import { SpdyConnection, type SpdyLogger } from './spdy/index.js';
 import { errorStatus, isStatus, type V1Status } from './status.js';
 import { HEADER_PROTOCOL_VERSION, StreamProtocolV1Name } from './stream-protocol.js';
-import type { AuthHeaders, UpstreamEndpoint } from './upstream.js';
+import type { Route } from './routing/route.js';
+import type { AuthHeaders } from './routing/upstream.js';
 
 /** client-go reads at most this much of a refusal's body (`io.LimitReader(resp.Body, 64*1024)`). */
 export const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
@@ -39,7 +40,7 @@ export const UPSTREAM_SPDY_PING_INTERVAL_MS = 5_000;
 /** What to send and how long to wait. */
 export interface UpstreamSpdyRequest {
   /** Where to dial and how to authenticate (its auth headers replace the client's). */
-  upstream: UpstreamEndpoint;
+  upstream: Route;
   /** Request-target as received from the client (`/api/v1/…/exec?command=…`); the upstream's path prefix is added. */
   url: string;
   /** HTTP method; client-go uses POST for SPDY. */

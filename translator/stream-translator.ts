@@ -25,8 +25,8 @@ import { ShuttingDownError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } 
 import type { ProxyMetrics } from '../src/metrics.js';
 import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '../src/status.js';
 import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../src/stream-protocol.js';
-import type { Upstream } from '../src/upstream.js';
-import { upstreamFor } from '../src/upstream-route.js';
+import type { Upstream } from '../src/routing/upstream.js';
+import { routeOf } from '../src/routing/route.js';
 import { connectUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS } from '../src/upstream-spdy.js';
 import type { ChannelMessage } from './channel-frame.js';
 import type { RemoteCommandOutcome } from './error-stream.js';
@@ -195,7 +195,7 @@ export class StreamTranslatorProxy {
     let streams: RemoteCommandStreams | undefined;
     try {
       const session = await connectUpstreamSpdy({
-        upstream: upstreamFor(t.req, o.upstream),
+        upstream: routeOf(t.req, o.upstream),
         url: t.req.url ?? '/',
         clientHeaders: pairsFromRaw(t.req.rawHeaders),
         client: t.client,

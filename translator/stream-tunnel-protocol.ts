@@ -5,7 +5,7 @@
  */
 import { pairsFromRaw, type ClientInfo, type HeaderPair } from '../proxy/forwarded-headers.js';
 import { upstreamSpdyHeaders } from '../src/upstream-spdy.js';
-import type { AuthHeaders } from '../src/upstream.js';
+import type { AuthHeaders } from '../src/routing/upstream.js';
 
 /** Prefix of a tunneling WebSocket subprotocol (client-go `WebsocketsSPDYTunnelingPrefix`). */
 export const TUNNELING_PROTOCOL_PREFIX = 'SPDY/3.1+';

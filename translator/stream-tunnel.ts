@@ -27,8 +27,8 @@ import {
 } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
 import { HEADER_PROTOCOL_VERSION } from '../src/stream-protocol.js';
-import type { Upstream } from '../src/upstream.js';
-import { upstreamFor } from '../src/upstream-route.js';
+import type { Upstream } from '../src/routing/upstream.js';
+import { routeOf } from '../src/routing/route.js';
 import {
   SPDY_31,
   answeredSubprotocol,
@@ -136,7 +136,7 @@ export class StreamTunnelProxy {
     }
     // Nothing the client sends is read until the WebSocket is open (the relay resumes it).
     socket.pause();
-    const upstream = upstreamFor(req, this.#options.upstream);
+    const upstream = routeOf(req, this.#options.upstream);
     const exchange = await exchangeUpgradeHead({
       upstream,
       clientSocket: socket,

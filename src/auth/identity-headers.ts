@@ -133,3 +133,24 @@ export function impersonationHeaders(user: UserInfo, allAuthenticatedGroup = 'sy
   for (const [key, values] of Object.entries(user.extra)) if (values.length > 0) out[IMPERSONATE_EXTRA_PREFIX + escapeExtraKey(key)] = values;
   return out;
 }
+
+/** Front-proxy (request-header) identity lines toward aggregated API servers, as kube-aggregator names them. */
+export const REMOTE_USER = 'X-Remote-User';
+export const REMOTE_UID = 'X-Remote-Uid';
+export const REMOTE_GROUP = 'X-Remote-Group';
+export const REMOTE_EXTRA_PREFIX = 'X-Remote-Extra-';
+
+/**
+ * The `X-Remote-*` lines that present `user` to an aggregated API server (client-go's
+ * `SetAuthProxyHeaders`): the user, one `X-Remote-Group` line per group (all of them,
+ * `system:authenticated` included, as kube-aggregator sends them), `X-Remote-Extra-<key>` with the key
+ * percent-encoded, and `X-Remote-Uid` (on by default since 1.33's `RemoteRequestHeaderUID`). The
+ * caller's own `X-Remote-*` lines are always removed before these are set.
+ */
+export function frontProxyHeaders(user: UserInfo): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = { [REMOTE_USER]: user.username };
+  if (user.uid !== undefined && user.uid !== '') out[REMOTE_UID] = user.uid;
+  if (user.groups.length > 0) out[REMOTE_GROUP] = [...user.groups];
+  for (const [key, values] of Object.entries(user.extra)) if (values.length > 0) out[REMOTE_EXTRA_PREFIX + escapeExtraKey(key)] = values;
+  return out;
+}

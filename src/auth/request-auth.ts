@@ -7,8 +7,8 @@
  * - `impersonate`: the caller is authenticated (401 otherwise), its own `Impersonate-*` request is
  *   checked (403), every pod streaming request is authorized with a SubjectAccessReview for `create`
  *   on `pods/exec|attach|portforward`, GET WebSocket upgrades included (403 before any upgrade); then
- *   the caller's identity lines are removed and the request goes upstream with the proxy's own
- *   credentials plus `Impersonate-*` for the verified user.
+ *   the caller's identity lines are removed and the verified user is kept for the router
+ *   (`src/routing/`), which presents it to the backend its route leads to.
  *
  * The proxy's own endpoints (`/healthz`, `/livez`, `/readyz`, `/metrics`) are not authenticated.
  */
@@ -16,11 +16,10 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sendStatus } from '../../handlers/status-reply.js';
 import { errorStatus } from '../status.js';
-import type { Upstream } from '../upstream.js';
-import { routedEndpoint, setUpstreamRoute } from '../upstream-route.js';
+import { podStreamAttributes } from '../routing/request-path.js';
 import { UnauthorizedError, type Authenticator } from './authenticator.js';
 import { AuthorizationError, ForbiddenError, type Authorizer } from './authorizer.js';
-import { ImpersonationHeaderError, impersonationHeaders, parseImpersonation, stripIdentityHeaders, type StripOptions } from './identity-headers.js';
+import { ImpersonationHeaderError, parseImpersonation, stripIdentityHeaders, type StripOptions } from './identity-headers.js';
 import { impersonate } from './impersonation.js';
 import { withWebSocketProtocols } from './websocket-bearer.js';
 import type { UserInfo } from './user-info.js';
@@ -39,8 +38,6 @@ export interface RequestAuthOptions {
   /** impersonate mode only. */
   authenticator?: Authenticator;
   authorizer?: Authorizer;
-  /** The apiserver upstream (its `authHeaders()` are the proxy's own credentials). */
-  upstream: Upstream;
   log?: { warn(obj: object, msg: string): void };
 }
 
@@ -49,18 +46,6 @@ const users = new WeakMap<IncomingMessage, UserInfo>();
 /** The verified user a request acts as (impersonate mode), for audit and logs. */
 export function authenticatedUserOf(req: IncomingMessage): UserInfo | undefined {
   return users.get(req);
-}
-
-/** A pod streaming request's attributes, from the decoded path; undefined for other paths. */
-export function podStreamAttributes(url: string): { namespace: string; name: string; subresource: string } | undefined {
-  const path = url.split('?')[0] ?? '';
-  const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(exec|attach|portforward)\/?$/.exec(path);
-  if (!m) return undefined;
-  try {
-    return { namespace: decodeURIComponent(m[1]!), name: decodeURIComponent(m[2]!), subresource: m[3]! };
-  } catch {
-    return undefined;
-  }
 }
 
 /** Remove caller identity lines from `req` in place (raw lines and the parsed header object). */
@@ -112,8 +97,6 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
     }
     stripRequestIdentity(req, impersonateStrip);
     users.set(req, user);
-    const upstream = o.upstream;
-    setUpstreamRoute(req, routedEndpoint(upstream, { authHeaders: async () => ({ ...(await upstream.authHeaders()), ...impersonationHeaders(user) }) }));
     return undefined;
   };
 }

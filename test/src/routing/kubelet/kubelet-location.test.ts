@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { kubeletStreamPath } from '../../../src/kubelet/kubelet-location.js';
-import { kubeletAddress } from '../../../src/kubelet/node-address.js';
+import { kubeletStreamPath } from '../../../../src/routing/kubelet/kubelet-location.js';
+import { kubeletAddress } from '../../../../src/routing/kubelet/node-address.js';
 
 const pod = { nodeName: 'node-1', containers: ['app'] };
 const q = (s: string): URLSearchParams => new URLSearchParams(s);

@@ -3,7 +3,7 @@
  * `nodeutil.GetPreferredNodeAddress`): the first address of the first preferred type the node
  * reports; the port from `status.daemonEndpoints.kubeletEndpoint.Port`, else 10250.
  */
-import type { NodeInfo } from '../api-client.js';
+import type { NodeInfo } from '../../api-client.js';
 
 /** kube-apiserver's default `--kubelet-preferred-address-types`. */
 export const DEFAULT_PREFERRED_ADDRESS_TYPES: readonly string[] = ['Hostname', 'InternalDNS', 'InternalIP', 'ExternalDNS', 'ExternalIP'];

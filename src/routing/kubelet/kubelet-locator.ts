@@ -3,12 +3,16 @@
  * through the API (with the proxy's credentials) and sent to the kubelet's own path over TLS, with the
  * proxy's kubelet client certificate, verified against the kubelet CA — as kube-apiserver does it.
  */
-import type { ProxyApiClient } from '../api-client.js';
-import { errorStatus, notFoundStatus, type V1Status } from '../status.js';
-import { Upstream, type UpstreamEndpoint, type UpstreamTls } from '../upstream.js';
-import { routedEndpoint } from '../upstream-route.js';
+import type { ProxyApiClient } from '../../api-client.js';
+import { errorStatus, notFoundStatus, type V1Status } from '../../status.js';
+import { Upstream, type UpstreamTls } from '../upstream.js';
+import { routeVia, type Route } from '../route.js';
 import { kubeletStreamPath, type KubeletStreamSubresource } from './kubelet-location.js';
 import { kubeletAddress } from './node-address.js';
+import type { IncomingMessage } from 'node:http';
+import { validateNamespace, validatePodName } from '../../../handlers/pod-name.js';
+import { podStreamAttributes } from '../request-path.js';
+import type { RouteDecision, RouteResolver } from '../router.js';
 
 /** The kubelet client settings, as kube-apiserver's `--kubelet-*` flags. */
 export interface KubeletClientConfig {
@@ -33,22 +37,62 @@ export interface KubeletStreamTarget {
 }
 
 /** Either where to send the request or the Status refusing it (answered before any upgrade). */
-export type KubeletRoute = { ok: true; endpoint: UpstreamEndpoint; node: string } | { ok: false; status: V1Status };
+export type KubeletRoute = { ok: true; route: Route; node: string } | { ok: false; status: V1Status };
 
 /** Host names need brackets in a URL when they are IPv6 literals. */
 function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-/** Resolves pod streaming requests to kubelet endpoints; one pooled {@link Upstream} per kubelet address. */
-export class KubeletLocator {
+/** Where the locator logs lookup failures. */
+export interface KubeletLocatorLog {
+  warn(obj: object, msg: string): void;
+}
+
+/**
+ * Resolves pod streaming requests to kubelet routes (the router's kubelet-mode resolver); one pooled
+ * {@link Upstream} per kubelet address.
+ */
+export class KubeletLocator implements RouteResolver {
   readonly #api: Pick<ProxyApiClient, 'readPod' | 'readNode'>;
   readonly #config: KubeletClientConfig;
   readonly #kubelets = new Map<string, Upstream>();
+  readonly #log: KubeletLocatorLog | undefined;
 
-  constructor(api: Pick<ProxyApiClient, 'readPod' | 'readNode'>, config: KubeletClientConfig) {
+  constructor(api: Pick<ProxyApiClient, 'readPod' | 'readNode'>, config: KubeletClientConfig, log?: KubeletLocatorLog) {
     this.#api = api;
     this.#config = config;
+    this.#log = log;
+  }
+
+  /**
+   * Route a pod streaming request to its kubelet (before any upgrade), or refuse it (pod missing, no
+   * node, no container; 503 when the API cannot be asked). Other requests, and pod names the route
+   * handler will refuse with 400, are not placed here.
+   */
+  async resolve(req: IncomingMessage): Promise<RouteDecision | undefined> {
+    const url = req.url ?? '/';
+    const stream = podStreamAttributes(url);
+    if (!stream) return undefined;
+    try {
+      validateNamespace(stream.namespace);
+      validatePodName(stream.name);
+    } catch {
+      return undefined;
+    }
+    let located: KubeletRoute;
+    try {
+      located = await this.locate({
+        subresource: stream.subresource as KubeletStreamSubresource,
+        namespace: stream.namespace,
+        pod: stream.name,
+        query: new URL(url, 'http://request.invalid').searchParams,
+      });
+    } catch (e) {
+      this.#log?.warn({ err: e }, 'kubelet lookup failed');
+      return { refuse: errorStatus(503, `error looking up the pod's kubelet: ${(e as Error).message}`, 'ServiceUnavailable') };
+    }
+    return located.ok ? { route: located.route } : { refuse: located.status };
   }
 
   /** Find the kubelet for `t`. Rejects only when the API cannot be asked (the caller answers 500/503). */
@@ -66,8 +110,8 @@ export class KubeletLocator {
         status: errorStatus(500, `no preferred addresses found; known addresses: ${JSON.stringify(node.addresses)}`, 'InternalError'),
       };
     }
-    const endpoint = routedEndpoint(this.#kubelet(address.host, address.port), { target: path.path, authHeaders: async () => ({}) });
-    return { ok: true, endpoint, node: pod.nodeName! };
+    const route = routeVia(this.#kubelet(address.host, address.port), { name: `kubelet/${pod.nodeName!}`, target: path.path, authHeaders: async () => ({}) });
+    return { ok: true, route, node: pod.nodeName! };
   }
 
   #kubelet(host: string, port: number): Upstream {
@@ -80,7 +124,7 @@ export class KubeletLocator {
         tls.cert = this.#config.cert;
         tls.key = this.#config.key;
       }
-      upstream = new Upstream(new URL(`https://${key}`), tls, async () => ({}), { presentProxyIdentity: true });
+      upstream = new Upstream(new URL(`https://${key}`), tls, async () => ({}), { presentProxyIdentity: true, name: `kubelet/${key}` });
       this.#kubelets.set(key, upstream);
     }
     return upstream;

@@ -1,7 +1,9 @@
 /**
- * The upstream kube-apiserver (or kubelet): where it is, how to trust it and how to authenticate to it.
- * One `Upstream` serves both paths: the reverse proxy (`request()`, pooled keep-alive connections)
- * and the upgrade proxy (`dial()`, one fresh HTTP/1.1 connection per upgrade).
+ * A backend reached over TCP or TLS — the primary kube-apiserver, a kubelet, an aggregated API
+ * server: where it is, how to trust it and how to authenticate to it. One `Upstream` serves both
+ * paths: the reverse proxy (`request()`, pooled keep-alive connections) and the upgrade proxy
+ * (`dial()`, one fresh HTTP/1.1 connection per upgrade). It is itself the plain {@link Route} to
+ * itself (the caller's request-target and credentials unchanged); `route.ts` derives the others.
  */
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, Agent as HttpAgent, type ClientRequest, type RequestOptions } from 'node:http';
@@ -9,7 +11,8 @@ import { request as httpsRequest, Agent as HttpsAgent } from 'node:https';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ConfigError, UpstreamUnreachableError } from './errors.js';
+import { ConfigError, UpstreamUnreachableError } from '../errors.js';
+import type { Route } from './route.js';
 
 /**
  * How often a bearer token file is re-read. Bound service-account tokens rotate (the kubelet refreshes
@@ -46,26 +49,10 @@ export type AuthHeaders = Record<string, string | readonly string[]>;
 /** Produces the headers that authenticate each upstream request (`Authorization`, `Impersonate-User`). */
 export type AuthHeaderSource = () => Promise<Record<string, string>>;
 
-/**
- * What the upgrade paths (passthrough, translator, tunnel) need of the place a caller's request goes:
- * the apiserver {@link Upstream} itself, or a per-request route (an impersonating identity, a
- * kubelet address with a rewritten path) that `upstream-route.ts` attaches to the request.
- */
-export interface UpstreamEndpoint {
-  /** Base URL (its origin names the upstream in errors). */
-  readonly url: URL;
-  /** The `Host` header value. */
-  readonly host: string;
-  /** The request-target to send for the caller's `path?query`. */
-  target(requestUrl: string): string;
-  /** The identity lines set on the caller's request (none in passthrough). */
-  callerAuthHeaders(): Promise<AuthHeaders>;
-  /** One new HTTP/1.1 connection (TLS with ALPN http/1.1 for https). */
-  dial(signal?: AbortSignal): Promise<Socket>;
-}
-
 /** Options of {@link Upstream}. */
 export interface UpstreamOptions {
+  /** The backend's name in logs and metrics (default `upstream`: the primary apiserver). */
+  name?: string;
   /**
    * Present the proxy's client certificate on callers' connections too. Off in passthrough (the
    * caller's own credentials only); on when the proxy acts for verified callers (impersonation,
@@ -83,7 +70,9 @@ export interface UpstreamOptions {
  * borrows the proxy's rights. The proxy's identity is kept for its own calls (`authHeaders()`,
  * `tls`) and for the impersonating and kubelet modes.
  */
-export class Upstream implements UpstreamEndpoint {
+export class Upstream implements Route {
+  /** See {@link UpstreamOptions.name}. */
+  readonly name: string;
   /** `http:` or `https:` base URL; its path is prepended to every request path. */
   readonly url: URL;
   /** TLS settings; undefined for an `http:` upstream. */
@@ -94,6 +83,7 @@ export class Upstream implements UpstreamEndpoint {
   readonly #callerTls: UpstreamTls | undefined;
 
   constructor(url: URL, tls: UpstreamTls | undefined, authHeaders: AuthHeaderSource = async () => ({}), options: UpstreamOptions = {}) {
+    this.name = options.name ?? 'upstream';
     this.url = url;
     this.tls = url.protocol === 'https:' ? (tls ?? { rejectUnauthorized: true }) : undefined;
     this.#authHeaders = authHeaders;

@@ -5,9 +5,9 @@
  * entry) and `/portForward/NS/POD` with the ports joined in one `port` value. The container defaults
  * to the pod's only one, as the apiserver chooses it. Pure: pod and query in, path or Status out.
  */
-import type { PodInfo } from '../api-client.js';
-import { errorStatus, type V1Status } from '../status.js';
-import { parseRemoteCommandOptions } from '../../translator/remote-command-options.js';
+import type { PodInfo } from '../../api-client.js';
+import { errorStatus, type V1Status } from '../../status.js';
+import { parseRemoteCommandOptions } from '../../../translator/remote-command-options.js';
 
 /** The streaming subresources. */
 export type KubeletStreamSubresource = 'exec' | 'attach' | 'portforward';

@@ -1,0 +1,73 @@
+/**
+ * A route: where ONE caller request goes and how it gets there. The {@link Router} decides it once
+ * per request (before any handler runs); the reverse proxy, the UpgradeAwareProxy, the translator and
+ * the port-forward tunnel consume only the route — they never ask which backend kind it is.
+ *
+ * A route combines a backend (something dialable: an apiserver, a kubelet, an aggregated API server,
+ * later an agent's tunnel — see {@link Upstream}) with what is specific to the request: the
+ * request-target upstream (a kubelet path, a prefix joined in front) and the identity lines to set
+ * on it (none in passthrough, `Impersonate-*` toward an apiserver, `X-Remote-*` toward an aggregated
+ * API server).
+ */
+import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
+import type { Socket } from 'node:net';
+import type { AuthHeaders, Upstream } from './upstream.js';
+
+/** What every proxy path needs of the place a caller's request goes. */
+export interface Route {
+  /**
+   * What the route leads to, for logs and metrics: `upstream`, `kubelet/<node>`,
+   * `apiservice/<name>`, `cluster/<name>`.
+   */
+  readonly name: string;
+  /** Base URL of the backend (its origin names the backend in errors). */
+  readonly url: URL;
+  /** The `Host` header value. */
+  readonly host: string;
+  /** The request-target to send for the caller's `path?query`. */
+  target(requestUrl: string): string;
+  /** The identity lines set on the caller's request (none in passthrough). */
+  callerAuthHeaders(): Promise<AuthHeaders>;
+  /** One new HTTP/1.1 connection for an upgrade (TLS with ALPN http/1.1 for https). */
+  dial(signal?: AbortSignal): Promise<Socket>;
+  /** A plain (non-upgrade) request on the backend's pooled connections; the caller writes the body. */
+  request(options: Pick<RequestOptions, 'method' | 'path' | 'headers'>): ClientRequest;
+}
+
+const routes = new WeakMap<IncomingMessage, Route>();
+
+/** Send `req` (and its upgrade) along `route`. Called by the {@link Router} only. */
+export function setRoute(req: IncomingMessage, route: Route): void {
+  routes.set(req, route);
+}
+
+/**
+ * The route of `req`. `fallback` serves requests the router never saw (a proxy component driven
+ * directly, as in unit tests); in the server every request that goes upstream has a route.
+ */
+export function routeOf(req: IncomingMessage, fallback: Route): Route {
+  return routes.get(req) ?? fallback;
+}
+
+/** Overrides of {@link routeVia}. */
+export interface RouteOverrides {
+  /** The route's name (default: the backend's). */
+  name?: string;
+  /** A fixed request-target (the kubelet path) instead of the caller's. */
+  target?: string;
+  /** The identity lines instead of the backend's default (none). */
+  authHeaders?: () => Promise<AuthHeaders>;
+}
+
+/** A route through `backend` (its connection, TLS and host) with its own request-target or identity. */
+export function routeVia(backend: Upstream, o: RouteOverrides): Route {
+  return {
+    name: o.name ?? backend.name,
+    url: backend.url,
+    host: backend.host,
+    target: o.target !== undefined ? () => o.target! : (u) => backend.target(u),
+    callerAuthHeaders: o.authHeaders ?? (() => backend.callerAuthHeaders()),
+    dial: (signal) => backend.dial(signal),
+    request: (options) => backend.request(options),
+  };
+}

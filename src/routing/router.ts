@@ -1,0 +1,92 @@
+/**
+ * The router: every request that goes upstream is given exactly one {@link Route} here, once, in an
+ * `onRequest` hook that runs after authentication (so the verified caller is known) and before any
+ * handler. Resolvers are asked in order; the first that claims the request decides:
+ *
+ * 1. an aggregated API (`/apis/<group>/<version>/…` of a registered, non-local APIService) → its
+ *    backend, with the front-proxy identity (`src/aggregation/`);
+ * 2. `--upstream-mode=kubelet` and a pod streaming request → the pod's kubelet and its own path
+ *    (`kubelet/kubelet-locator.ts`);
+ * 3. everything else → the primary upstream, with the caller's identity presented as `--authn` says
+ *    (the caller's own credentials, or the proxy's plus `Impersonate-*`).
+ *
+ * A resolver may also refuse a request with a Status (pod not found, APIService unavailable), which
+ * is answered before any upgrade. Handlers and proxies then read the route with `routeOf(req)`.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sendStatus } from '../../handlers/status-reply.js';
+import { authenticatedUserOf, type AuthnMode } from '../auth/request-auth.js';
+import { impersonationHeaders } from '../auth/identity-headers.js';
+import type { UserInfo } from '../auth/user-info.js';
+import type { V1Status } from '../status.js';
+import { routeVia, setRoute, type Route } from './route.js';
+import type { Upstream } from './upstream.js';
+
+/** A resolver's answer: the route, or the Status refusing the request. */
+export type RouteDecision = { route: Route } | { refuse: V1Status };
+
+/** One way of placing requests. */
+export interface RouteResolver {
+  /**
+   * The decision for `req` (whose caller, in impersonate mode, is `caller`), or undefined when this
+   * resolver does not place it. Rejects only on an internal failure (answered 500).
+   */
+  resolve(req: IncomingMessage, caller: UserInfo | undefined): Promise<RouteDecision | undefined> | RouteDecision | undefined;
+}
+
+/** What the router needs. */
+export interface RouterOptions {
+  /** The primary upstream: where every request no resolver claims goes. */
+  upstream: Upstream;
+  /** `--authn`: how the caller is presented to the primary upstream. */
+  authn: AuthnMode;
+  /** Resolvers asked before the primary upstream, in order. */
+  resolvers?: readonly RouteResolver[];
+}
+
+/**
+ * The route to the primary upstream: the upstream itself in passthrough (the caller's request-target
+ * and credentials unchanged), or the proxy's own credentials plus `Impersonate-*` for the verified
+ * caller.
+ */
+export function primaryRoute(upstream: Upstream, authn: AuthnMode, caller: UserInfo | undefined): Route {
+  if (authn === 'passthrough' || caller === undefined) return upstream;
+  return routeVia(upstream, { authHeaders: async () => ({ ...(await upstream.authHeaders()), ...impersonationHeaders(caller) }) });
+}
+
+/** Places requests on routes. */
+export class Router {
+  readonly #o: RouterOptions;
+
+  constructor(o: RouterOptions) {
+    this.#o = o;
+  }
+
+  /** Decide where `req` goes. */
+  async resolve(req: IncomingMessage): Promise<RouteDecision> {
+    const caller = authenticatedUserOf(req);
+    for (const resolver of this.#o.resolvers ?? []) {
+      const decision = await resolver.resolve(req, caller);
+      if (decision) return decision;
+    }
+    return { route: primaryRoute(this.#o.upstream, this.#o.authn, caller) };
+  }
+
+  /**
+   * The `onRequest` hook (add it after the authentication hook): route the request, or answer the
+   * refusal. `ownPaths` are served by the proxy itself and never routed.
+   */
+  hook(ownPaths: readonly string[]): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
+    return async (request, reply) => {
+      const req = request.raw;
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      if (ownPaths.includes(path)) return undefined;
+      const decision = await this.resolve(req);
+      if ('refuse' in decision) return sendStatus(reply, decision.refuse);
+      setRoute(req, decision.route);
+      if (decision.route.name !== this.#o.upstream.name) request.log.info({ route: decision.route.name }, 'request routed');
+      return undefined;
+    };
+  }
+}
