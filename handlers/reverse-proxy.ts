@@ -3,7 +3,8 @@
  * headers and body streamed as they come (a watch arrives event by event), hop-by-hop headers removed
  * both ways, `X-Forwarded-*` added, and a dial failure answered with 503 `error trying to reach
  * service: …`. Upgrade requests here (watch over WebSocket, pods/proxy, …) use UpgradeAwareProxy.
- * No redirects are followed: a 3xx is relayed like any other answer.
+ * No redirects are followed: a 3xx is relayed like any other answer, except on routes that refuse
+ * them (aggregated APIs: 502, as kube-aggregator answers).
  */
 import type { IncomingMessage } from 'node:http';
 import { pipeline } from 'node:stream/promises';
@@ -48,6 +49,9 @@ function isDisguisedPodStream(url: string): boolean {
   return POD_STREAM_PATH.test(collapsed) || POD_STREAM_PATH.test(resolved);
 }
 
+/** kube-aggregator's answer to a backend redirect (`RejectForwardingRedirects`). */
+export const REDIRECT_REFUSED = 'the backend attempted to redirect this request, which is not permitted';
+
 /** Upstream request headers for a plain request: client's lines minus hop-by-hop, plus ours. */
 function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, route: Route, auth: AuthHeaders): HeaderPair[] {
   let pairs = stripHopByHop(pairsFromRaw(req.rawHeaders)).filter(([n]) => n.toLowerCase() !== 'host');
@@ -83,10 +87,19 @@ async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: Ha
   } catch (e) {
     req.unpipe(upstreamReq);
     deps.metrics.incUpstreamDialError('reverse_proxy', 'unreachable');
+    route.observe?.(503);
     if (reply.raw.destroyed) return reply.hijack();
     return sendStatus(reply, new UpstreamUnreachableError(route.url.origin, e).toStatus());
   }
   upstreamReq.on('error', () => {});
+  const code = upstreamRes.statusCode ?? 502;
+  if (route.rejectRedirects && code >= 300 && code <= 399 && upstreamRes.headers.location !== undefined) {
+    upstreamRes.resume();
+    request.log.info({ route: route.name, statusCode: code }, 'backend redirect refused');
+    route.observe?.(502);
+    return sendStatus(reply, errorStatus(502, REDIRECT_REFUSED, 'InternalError'));
+  }
+  route.observe?.(code);
   // Hijack to write the upstream's head ourselves: raw header lines (case, order and repeats kept)
   // and flushed at once, so a watch client sees the head before the first event.
   reply.hijack();

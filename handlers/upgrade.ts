@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PASSTHROUGH_EXIT_CODE_UNKNOWN } from '../src/audit.js';
 import type { HandlerLabel } from '../src/metrics.js';
 import { dialErrorReason, type StreamingSession } from '../src/streaming-sessions.js';
+import { routeOf } from '../src/routing/route.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import type { UpgradeContext } from './upgrade-context.js';
 
@@ -26,6 +27,7 @@ export async function proxyUpgrade(
   reply.hijack();
   const outcome = await deps.upgradeProxy.tryUpgrade(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto));
   deps.metrics.incUpgradeRequest(handler, outcome.statusCode);
+  routeOf(request.raw, deps.upstream).observe?.(outcome.statusCode);
   const exitCodeUnknown = PASSTHROUGH_EXIT_CODE_UNKNOWN;
   switch (outcome.kind) {
     case 'upgraded': {

@@ -43,6 +43,22 @@ export interface NodeInfo {
   kubeletPort?: number;
 }
 
+/** The slice of a Service that endpoint resolution reads. */
+export interface ServiceInfo {
+  /** `spec.type` (`ClusterIP`, `ExternalName`, …). */
+  type: string;
+  /** `spec.externalName` of an ExternalName Service. */
+  externalName?: string;
+  ports: { name: string; port: number }[];
+}
+
+/** The slice of an EndpointSlice that endpoint resolution reads. */
+export interface EndpointSliceInfo {
+  ports: { name: string; port: number }[];
+  /** Each endpoint's addresses; `ready` as EndpointSlice conditions say (unset counts as ready). */
+  endpoints: { addresses: string[]; ready: boolean }[];
+}
+
 /** What the proxy asks of the API. Implemented over client-node; tests may pass their own. */
 export interface ProxyApiClient {
   reviewToken(token: string): Promise<TokenReviewResult>;
@@ -51,6 +67,10 @@ export interface ProxyApiClient {
   readPod(namespace: string, name: string): Promise<PodInfo | undefined>;
   /** undefined when the node does not exist. */
   readNode(name: string): Promise<NodeInfo | undefined>;
+  /** undefined when the Service does not exist (aggregation: an APIService's `spec.service`). */
+  readService(namespace: string, name: string): Promise<ServiceInfo | undefined>;
+  /** The EndpointSlices of a Service (label `kubernetes.io/service-name`). */
+  listEndpointSlices(namespace: string, service: string): Promise<EndpointSliceInfo[]>;
 }
 
 /** HTTP status of a client-node ApiException, if it is one. */
@@ -65,12 +85,18 @@ export function createProxyApiClient(loadConfig: () => Promise<KubeConfig>): Pro
     core: import('@kubernetes/client-node').CoreV1Api;
     authn: import('@kubernetes/client-node').AuthenticationV1Api;
     authz: import('@kubernetes/client-node').AuthorizationV1Api;
+    discovery: import('@kubernetes/client-node').DiscoveryV1Api;
   }> | undefined;
   const get = (): NonNullable<typeof apis> =>
     (apis ??= (async () => {
       const k8s = await import('@kubernetes/client-node');
       const kc = await loadConfig();
-      return { core: kc.makeApiClient(k8s.CoreV1Api), authn: kc.makeApiClient(k8s.AuthenticationV1Api), authz: kc.makeApiClient(k8s.AuthorizationV1Api) };
+      return {
+        core: kc.makeApiClient(k8s.CoreV1Api),
+        authn: kc.makeApiClient(k8s.AuthenticationV1Api),
+        authz: kc.makeApiClient(k8s.AuthorizationV1Api),
+        discovery: kc.makeApiClient(k8s.DiscoveryV1Api),
+      };
     })());
   return {
     async reviewToken(token) {
@@ -125,6 +151,26 @@ export function createProxyApiClient(loadConfig: () => Promise<KubeConfig>): Pro
         if (apiErrorCode(e) === 404) return undefined;
         throw e;
       }
+    },
+    async readService(namespace, name) {
+      const { core } = await get();
+      try {
+        const svc = await core.readNamespacedService({ namespace, name });
+        const info: ServiceInfo = { type: svc.spec?.type ?? 'ClusterIP', ports: (svc.spec?.ports ?? []).map((p) => ({ name: p.name ?? '', port: p.port })) };
+        if (svc.spec?.externalName) info.externalName = svc.spec.externalName;
+        return info;
+      } catch (e) {
+        if (apiErrorCode(e) === 404) return undefined;
+        throw e;
+      }
+    },
+    async listEndpointSlices(namespace, service) {
+      const { discovery } = await get();
+      const list = await discovery.listNamespacedEndpointSlice({ namespace, labelSelector: `kubernetes.io/service-name=${service}` });
+      return list.items.map((slice) => ({
+        ports: (slice.ports ?? []).map((p) => ({ name: p.name ?? '', port: p.port ?? 0 })),
+        endpoints: slice.endpoints.map((ep) => ({ addresses: [...ep.addresses], ready: ep.conditions?.ready !== false })),
+      }));
     },
   };
 }

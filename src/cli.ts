@@ -123,6 +123,15 @@ Security (docs/security.md):
   --kubelet-preferred-address-types T Node address types in order (default Hostname,InternalDNS,InternalIP,ExternalDNS,ExternalIP).
   --kubelet-insecure-skip-tls-verify  Do not verify kubelet certificates (logged as a warning).
 
+Aggregation (docs/aggregation.md):
+  --apiservice-config PATH            apiregistration.k8s.io/v1 APIService documents (YAML/JSON, a List too),
+                                      re-read when the file changes. /apis/<group>/<version>/... of a
+                                      non-local APIService goes to its backend: spec.service (resolved
+                                      through EndpointSlices, TLS name <service>.<namespace>.svc) or the
+                                      annotation kube-stream-proxy.io/backend-url: https://host:port.
+  --proxy-client-cert-file PATH       Front-proxy client certificate presented to aggregated API servers.
+  --proxy-client-key-file PATH        Its key.
+
 Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
@@ -168,6 +177,9 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'feature-gates': { type: 'string' },
         'upgrade-response-timeout': { type: 'string' },
         'shutdown-grace-period': { type: 'string' },
+        'apiservice-config': { type: 'string' },
+        'proxy-client-cert-file': { type: 'string' },
+        'proxy-client-key-file': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -211,6 +223,9 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       featureGates: values['feature-gates'],
       upgradeResponseTimeout: values['upgrade-response-timeout'],
       shutdownGracePeriod: values['shutdown-grace-period'],
+      apiserviceConfig: values['apiservice-config'],
+      proxyClientCertFile: values['proxy-client-cert-file'],
+      proxyClientKeyFile: values['proxy-client-key-file'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;

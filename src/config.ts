@@ -14,6 +14,8 @@ import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_
 import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
 import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './routing/upstream.js';
+import type { APIServiceConfig } from './aggregation/apiservice-config.js';
+import type { ProxyClientCertificate } from './aggregation/apiservice-backend.js';
 
 /** Default listen address: loopback, so plain HTTP without certificates is allowed out of the box. */
 export const DEFAULT_LISTEN = '127.0.0.1:6443';
@@ -77,6 +79,16 @@ export interface ProxyConfig {
   shutdownGracePeriodMs: number;
   /** Authentication, authorization and upstream mode; passthrough to an apiserver when absent. */
   security?: SecurityConfig;
+  /** API aggregation (`--apiservice-config`); absent: every request goes to the primary upstream. */
+  aggregation?: AggregationConfig;
+}
+
+/** `--apiservice-config` and the front-proxy identity (`--proxy-client-*-file`). */
+export interface AggregationConfig {
+  /** The APIService documents of `--apiservice-config`, validated at start-up and kept current as the file changes. */
+  apiServices: APIServiceConfig;
+  /** The client certificate presented to aggregated API servers. */
+  proxyClient?: ProxyClientCertificate;
 }
 
 /** The `serve` flags as strings, exactly as given (camelCase of the flag names). */
@@ -109,6 +121,9 @@ export interface ServeFlags {
   kubeletCertificateAuthority?: string;
   kubeletPreferredAddressTypes?: string;
   kubeletInsecureSkipTlsVerify?: boolean;
+  apiserviceConfig?: string;
+  proxyClientCertFile?: string;
+  proxyClientKeyFile?: string;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -356,5 +371,30 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     shutdownGracePeriodMs,
   };
   if (tls) config.tls = tls;
+  const aggregation = await parseAggregation(flags, security.warnings);
+  if (aggregation) config.aggregation = aggregation;
   return config;
+}
+
+/** `--apiservice-config` and `--proxy-client-cert-file`/`--proxy-client-key-file`. */
+async function parseAggregation(flags: ServeFlags, warnings: string[]): Promise<AggregationConfig | undefined> {
+  if ((flags.proxyClientCertFile === undefined) !== (flags.proxyClientKeyFile === undefined)) {
+    throw new ConfigError('--proxy-client-cert-file and --proxy-client-key-file must be given together');
+  }
+  if (flags.apiserviceConfig === undefined) {
+    if (flags.proxyClientCertFile !== undefined) throw new ConfigError('--proxy-client-cert-file needs --apiservice-config: it is presented to aggregated API servers only');
+    return undefined;
+  }
+  const proxyClient: ProxyClientCertificate | undefined =
+    flags.proxyClientCertFile !== undefined
+      ? { cert: readListenFile('--proxy-client-cert-file', flags.proxyClientCertFile), key: readListenFile('--proxy-client-key-file', flags.proxyClientKeyFile!) }
+      : undefined;
+  // Loaded on demand (client-node's YAML parser): only when aggregation is configured. Last, so a
+  // failing flag above leaves no file watcher behind.
+  const { APIServiceConfig } = await import('./aggregation/apiservice-config.js');
+  const apiServices = await APIServiceConfig.load(flags.apiserviceConfig);
+  for (const a of apiServices.current) {
+    if (a.spec.insecureSkipTLSVerify) warnings.push(`APIService ${a.metadata.name}: insecureSkipTLSVerify: the backend's serving certificate is NOT verified`);
+  }
+  return proxyClient ? { apiServices, proxyClient } : { apiServices };
 }

@@ -25,6 +25,7 @@ import type { HandlerDeps } from '../handlers/handler-deps.js';
 import { healthRoutes, HEALTH_PATHS, type ReadinessCheck } from '../handlers/health.js';
 import { portforwardRoutes } from '../handlers/portforward.js';
 import { reverseProxyRoutes } from '../handlers/reverse-proxy.js';
+import { apiServiceRoutes } from '../handlers/apiservices.js';
 import { sendStatus } from '../handlers/status-reply.js';
 import { rememberUpgrade } from '../handlers/upgrade-context.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
@@ -34,11 +35,12 @@ import { Authenticator } from './auth/authenticator.js';
 import { Authorizer } from './auth/authorizer.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
 import { createRequestAuthHook } from './auth/request-auth.js';
-import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS } from './auth/request-header.js';
+import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_UID_HEADERS, DEFAULT_USERNAME_HEADERS } from './auth/request-header.js';
 import { TokenReviewer } from './auth/token-review.js';
 import type { ProxyConfig } from './config.js';
 import { KubeletLocator } from './routing/kubelet/kubelet-locator.js';
-import { Router } from './routing/router.js';
+import { Router, type RouteResolver } from './routing/router.js';
+import { startAggregator } from './aggregation/start-aggregator.js';
 import { createMetrics, type HandlerLabel } from './metrics.js';
 import { errorStatus } from './status.js';
 import { StreamingSessions } from './streaming-sessions.js';
@@ -185,7 +187,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   if (options.configure) await options.configure(app);
 
   const security = config.security;
-  const needsApi = security !== undefined && (security.authn === 'impersonate' || security.upstreamMode === 'kubelet');
+  const aggregation = config.aggregation;
+  const needsApi = security !== undefined && (security.authn === 'impersonate' || security.upstreamMode === 'kubelet' || aggregation !== undefined);
   const api = needsApi ? (options.apiClient ?? createProxyApiClient(security.apiKubeConfig)) : undefined;
   for (const warning of security?.warnings ?? []) app.log.warn({}, warning);
   const requestHeader = security?.requestHeader;
@@ -196,7 +199,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     createRequestAuthHook({
       mode: security?.authn ?? 'passthrough',
       // Front-proxy lines are never forwarded: the defaults always, plus any configured names.
-      requestHeaderNames: lower([...DEFAULT_USERNAME_HEADERS, ...DEFAULT_GROUP_HEADERS, ...(requestHeader?.usernameHeaders ?? []), ...(requestHeader?.groupHeaders ?? [])]),
+      requestHeaderNames: lower([...DEFAULT_USERNAME_HEADERS, ...DEFAULT_UID_HEADERS, ...DEFAULT_GROUP_HEADERS, ...(requestHeader?.usernameHeaders ?? []), ...(requestHeader?.groupHeaders ?? [])]),
       requestHeaderPrefixes: lower([...DEFAULT_EXTRA_HEADER_PREFIXES, ...(requestHeader?.extraHeaderPrefixes ?? [])]),
       ownPaths,
       ...(api && security?.authn === 'impersonate'
@@ -213,8 +216,10 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   );
   const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet, app.log) : undefined;
   if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
+  const aggregator = aggregation ? startAggregator(aggregation, { authn: security?.authn ?? 'passthrough', registry, app, ...(api ? { api } : {}) }) : undefined;
   // After authentication: every request that goes upstream gets its route here (src/routing/).
-  const router = new Router({ upstream: config.upstream, authn: security?.authn ?? 'passthrough', resolvers: kubeletLocator ? [kubeletLocator] : [] });
+  const resolvers: RouteResolver[] = [...(aggregator ? [aggregator] : []), ...(kubeletLocator ? [kubeletLocator] : [])];
+  const router = new Router({ upstream: config.upstream, authn: security?.authn ?? 'passthrough', resolvers });
   app.addHook('onRequest', router.hook(ownPaths));
 
   const deps: HandlerDeps = {
@@ -235,6 +240,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   await app.register(execRoutes, deps);
   await app.register(attachRoutes, deps);
   await app.register(portforwardRoutes, deps);
+  if (aggregator) await app.register(apiServiceRoutes, { aggregator });
   await app.register(reverseProxyRoutes, deps);
 
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

@@ -66,6 +66,8 @@ export interface APIService {
     readonly name: string;
     readonly labels: Readonly<Record<string, string>>;
     readonly annotations: Readonly<Record<string, string>>;
+    /** Set by the proxy: when this registration was first loaded (a file carries none). */
+    readonly creationTimestamp?: string;
   };
   readonly spec: APIServiceSpec;
   /** Computed by the proxy (availability); a `status` in the file is ignored. */

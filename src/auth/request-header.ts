@@ -25,6 +25,8 @@ export interface RequestHeaderConfig {
 
 export const DEFAULT_USERNAME_HEADERS = ['X-Remote-User'];
 export const DEFAULT_GROUP_HEADERS = ['X-Remote-Group'];
+/** kube-apiserver's default `--requestheader-uid-headers` (1.32+). */
+export const DEFAULT_UID_HEADERS = ['X-Remote-Uid'];
 export const DEFAULT_EXTRA_HEADER_PREFIXES = ['X-Remote-Extra-'];
 
 /** True when the verified front-proxy certificate's CommonName may assert users. */

@@ -32,6 +32,14 @@ export interface Route {
   dial(signal?: AbortSignal): Promise<Socket>;
   /** A plain (non-upgrade) request on the backend's pooled connections; the caller writes the body. */
   request(options: Pick<RequestOptions, 'method' | 'path' | 'headers'>): ClientRequest;
+  /**
+   * Answer a backend's redirect (3xx with `Location`) with 502 instead of relaying it, as
+   * kube-aggregator does for aggregated APIs (`--aggregator-reject-forwarding-redirect`). Upgrades
+   * never relay a 3xx on any route (only 101 or an error answer passes).
+   */
+  readonly rejectRedirects?: boolean;
+  /** Called once with the status answered to the caller (101 for an upgrade), for per-route request counts. */
+  observe?(code: number): void;
 }
 
 const routes = new WeakMap<IncomingMessage, Route>();
@@ -57,6 +65,10 @@ export interface RouteOverrides {
   target?: string;
   /** The identity lines instead of the backend's default (none). */
   authHeaders?: () => Promise<AuthHeaders>;
+  /** See {@link Route.rejectRedirects}. */
+  rejectRedirects?: boolean;
+  /** See {@link Route.observe}. */
+  observe?: (code: number) => void;
 }
 
 /** A route through `backend` (its connection, TLS and host) with its own request-target or identity. */
@@ -69,5 +81,7 @@ export function routeVia(backend: Upstream, o: RouteOverrides): Route {
     callerAuthHeaders: o.authHeaders ?? (() => backend.callerAuthHeaders()),
     dial: (signal) => backend.dial(signal),
     request: (options) => backend.request(options),
+    ...(o.rejectRedirects ? { rejectRedirects: true } : {}),
+    ...(o.observe ? { observe: o.observe } : {}),
   };
 }

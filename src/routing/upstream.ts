@@ -190,6 +190,15 @@ export class Upstream implements Route {
   close(): void {
     this.#agent.destroy();
   }
+
+  /**
+   * Retire the pool without cutting requests in flight (a reload removed this backend): idle sockets
+   * are closed now, busy ones when their request ends instead of returning to the pool.
+   */
+  closeIdle(): void {
+    for (const sockets of Object.values(this.#agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+    this.#agent.on('free', (socket: Socket) => socket.destroy());
+  }
 }
 
 /** Flag values describing an upstream given by URL and files. */

@@ -24,6 +24,8 @@ const API_CALLS = [
   { method: 'createSubjectAccessReview', group: 'authorization.k8s.io', resource: 'subjectaccessreviews', verb: 'create', why: 'impersonate mode: SubjectAccessReview' },
   { method: 'readNamespacedPod', group: '', resource: 'pods', verb: 'get', why: 'kubelet mode: the pod’s node' },
   { method: 'readNode', group: '', resource: 'nodes', verb: 'get', why: 'kubelet mode: the node’s kubelet address' },
+  { method: 'readNamespacedService', group: '', resource: 'services', verb: 'get', why: 'aggregation: an APIService’s spec.service' },
+  { method: 'listNamespacedEndpointSlice', group: 'discovery.k8s.io', resource: 'endpointslices', verb: 'list', why: 'aggregation: a ready endpoint of that Service' },
   { method: undefined, group: '', resource: 'users', verb: 'impersonate', why: 'impersonate mode: Impersonate-User' },
   { method: undefined, group: '', resource: 'groups', verb: 'impersonate', why: 'impersonate mode: Impersonate-Group' },
   { method: undefined, group: '', resource: 'serviceaccounts', verb: 'impersonate', why: 'impersonate mode: service-account callers' },
