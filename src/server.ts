@@ -70,6 +70,8 @@ export interface ServerOptions {
   upstreamProbe?: Pick<UpstreamProbe, 'check'>;
   /** The proxy's own API client (TokenReview, SubjectAccessReview, pods, nodes); client-node by default. */
   apiClient?: ProxyApiClient;
+  /** APIService availability check intervals in ms (tests shorten them). */
+  aggregatorIntervals?: { recheckMs?: number; retryMs?: number };
 }
 
 /** What a graceful shutdown did. */
@@ -216,7 +218,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   );
   const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet, app.log) : undefined;
   if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
-  const aggregator = aggregation ? startAggregator(aggregation, { authn: security?.authn ?? 'passthrough', registry, app, ...(api ? { api } : {}) }) : undefined;
+  const aggregator = aggregation ? startAggregator(aggregation, { authn: security?.authn ?? 'passthrough', registry, app, ...(api ? { api } : {}), ...options.aggregatorIntervals }) : undefined;
   // After authentication: every request that goes upstream gets its route here (src/routing/).
   const resolvers: RouteResolver[] = [...(aggregator ? [aggregator] : []), ...(kubeletLocator ? [kubeletLocator] : [])];
   const router = new Router({ upstream: config.upstream, authn: security?.authn ?? 'passthrough', resolvers });
