@@ -115,9 +115,21 @@ export function stripIdentityHeaders(rawHeaders: readonly string[], o: StripOpti
   return { rawHeaders: kept, removed: [...removed] };
 }
 
-/** Percent-encode an extra key for a header name, as client-go's `transport.ImpersonatingRoundTripper`. */
+/** RFC 7230 token characters: what a header name may hold. */
+const TOKEN_BYTE = /^[!#$&'*+\-.^_`|~0-9A-Za-z]$/;
+
+/**
+ * Percent-encode an extra key for a header name, as client-go's `headerKeyEscape` does for
+ * `Impersonate-Extra-*` and `X-Remote-Extra-*`: every byte of its UTF-8 that is not a token
+ * character (`/` included), and `%` itself, becomes `%XX`.
+ */
 function escapeExtraKey(key: string): string {
-  return encodeURIComponent(key).replace(/%2F/gi, '/');
+  let out = '';
+  for (const byte of Buffer.from(key, 'utf8')) {
+    const c = String.fromCharCode(byte);
+    out += byte < 0x80 && TOKEN_BYTE.test(c) ? c : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
 }
 
 /**

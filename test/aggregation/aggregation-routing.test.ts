@@ -291,3 +291,57 @@ describe('aggregated API routing (passthrough)', () => {
     expect(counterValue(after, 'aggregator_unavailable_apiservice', { name: 'v1.things.example.com' })).toBe(0);
   });
 });
+
+describe('aggregated API identity (impersonate)', () => {
+  let impersonating: RunningServer;
+  const alice = { username: 'alice', uid: 'u-7', groups: ['devs', 'system:authenticated'], extra: { 'example.com/team': ['blue'] } };
+  beforeAll(async () => {
+    const frontProxy = await createClientCert(dir, ca, { cn: 'front-proxy-client', name: 'front-proxy-2' });
+    const config = await resolveConfig({
+      listen: '127.0.0.1:0',
+      upstream: `http://127.0.0.1:${(primary.address() as AddressInfo).port}`,
+      authn: 'impersonate',
+      apiserviceConfig: configFile,
+      proxyClientCertFile: frontProxy.certFile,
+      proxyClientKeyFile: frontProxy.keyFile,
+    });
+    const reviewing: ProxyApiClient = { ...api, reviewToken: async (t) => (t === 'alice-token' ? { authenticated: true, user: alice } : { authenticated: false }) };
+    impersonating = await startServer(config, { apiClient: reviewing, aggregatorIntervals: { recheckMs: 1_000, retryMs: 200 } });
+    await waitFor('available', async () => {
+      const res = await fetch(`${impersonating.url}/apis/apiregistration.k8s.io/v1/apiservices/v1.things.example.com`, { headers: { Authorization: 'Bearer alice-token' } });
+      const body = (await res.json()) as { status?: { conditions: { status: string }[] } };
+      return body.status?.conditions[0]?.status === 'True' ? true : undefined;
+    });
+  }, 60_000);
+  afterAll(async () => impersonating?.close());
+
+  it('presents the verified caller as X-Remote-User/Uid/Group/Extra-* with the front-proxy certificate, on plain requests and on the upgrade request itself; never the caller token or its own X-Remote-*', async () => {
+    const before = backend.requests.length;
+    const headers = { Authorization: 'Bearer alice-token', 'X-Remote-User': 'system:admin', 'X-Remote-Group': 'system:masters', 'X-Remote-Extra-Scopes': 'all', 'X-Remote-Uid': '0' };
+    const res = await fetch(`${impersonating.url}/apis/things.example.com/v1/namespaces/default/widgets`, { headers });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const ws = new WebSocket(`${impersonating.url.replace('http', 'ws')}/apis/things.example.com/v1/namespaces/default/widgets/w1/console`, ['plain.kubevirt.io'], { headers });
+    await once(ws, 'open');
+    ws.close();
+    await once(ws, 'close');
+    const seen = backend.requests.slice(before).filter((r) => r.url.includes('/namespaces/default/widgets'));
+    expect(seen.map((r) => r.url)).toEqual(['/apis/things.example.com/v1/namespaces/default/widgets', '/apis/things.example.com/v1/namespaces/default/widgets/w1/console']);
+    for (const r of seen) {
+      const lines = (name: string): string[] => r.rawHeaders.flatMap((v, i) => (i % 2 === 0 && v.toLowerCase() === name ? [r.rawHeaders[i + 1]!] : []));
+      expect(r.clientCN, r.url).toBe('front-proxy-client');
+      expect(lines('x-remote-user'), r.url).toEqual(['alice']);
+      expect(lines('x-remote-uid'), r.url).toEqual(['u-7']);
+      expect(lines('x-remote-group'), r.url).toEqual(['devs', 'system:authenticated']);
+      expect(lines('x-remote-extra-example.com%2fteam'), r.url).toEqual(['blue']);
+      expect(lines('x-remote-extra-scopes'), r.url).toEqual([]);
+      expect(r.headers.authorization, r.url).toBeUndefined();
+    }
+  });
+
+  it('refuses an unauthenticated caller with 401 before anything reaches the backend', async () => {
+    const before = backend.requests.length;
+    const res = await fetch(`${impersonating.url}/apis/things.example.com/v1/namespaces/default/widgets`, { headers: { Authorization: 'Bearer wrong' } });
+    expect(res.status).toBe(401);
+    expect(backend.requests.slice(before).filter((r) => r.url.includes('widgets'))).toEqual([]);
+  });
+});

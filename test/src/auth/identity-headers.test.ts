@@ -60,7 +60,7 @@ describe('impersonationHeaders', () => {
       'Impersonate-User': 'alice',
       'Impersonate-Uid': 'u1',
       'Impersonate-Group': ['devs', 'ops'],
-      'Impersonate-Extra-example.com/team%20a': ['x', 'y'],
+      'Impersonate-Extra-example.com%2Fteam%20a': ['x', 'y'],
     });
   });
 });

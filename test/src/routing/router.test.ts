@@ -26,7 +26,7 @@ describe('primaryRoute', () => {
       'Impersonate-User': 'alice',
       'Impersonate-Uid': '7',
       'Impersonate-Group': ['devs'],
-      'Impersonate-Extra-example.com/team': ['a', 'b'],
+      'Impersonate-Extra-example.com%2Fteam': ['a', 'b'],
     });
   });
 });
@@ -57,7 +57,7 @@ describe('frontProxyHeaders', () => {
       'X-Remote-User': 'alice',
       'X-Remote-Uid': '7',
       'X-Remote-Group': ['devs', 'system:authenticated'],
-      'X-Remote-Extra-example.com/team': ['a'],
+      'X-Remote-Extra-example.com%2Fteam': ['a'],
       'X-Remote-Extra-scopes%20%C3%BC': ['x'],
     });
   });
