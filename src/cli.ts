@@ -24,6 +24,7 @@ Commands:
   serve         Run the proxy in front of a kube-apiserver or kubelet.
   dev-cluster   Run the embedded development cluster. WARNING: it runs local commands.
   demo          Run the dev cluster and the proxy on loopback, write a kubeconfig, print a kubectl line.
+  dev-metrics   Run a metrics.k8s.io extension API server over a (dev) cluster's kubelet resource metrics.
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
 `;
@@ -255,6 +256,8 @@ export async function main(argv: string[]): Promise<number | void> {
       return demoCommand(rest);
     case 'serve':
       return serveCommand(rest);
+    case 'dev-metrics':
+      return (await import('./devmetrics/command.js')).devMetricsCommand(rest);
     default:
       process.stderr.write(`kube-stream-proxy: unknown command "${command}"\n\n${USAGE}`);
       return 2;

@@ -22,10 +22,12 @@ import { DevClusterRuntime } from './cluster-runtime.js';
 import { createCoreApiHandler } from './core-api.js';
 import { sendStatus } from './http-json.js';
 import { startKubeletServer, type KubeletServer } from './kubelet-server.js';
+import { createNodeProxyHandler } from './node-proxy.js';
 import { NODE_NAME, type NodeInfo } from './nodes.js';
 import { ALWAYS_ALLOW, PolicyAuthorizer } from './policy.js';
 import { PodRegistry } from './pod-registry.js';
 import { RequestLog, type RecordedRequest } from './request-log.js';
+import { ResourceMetricsCollector } from './resource-metrics.js';
 import { createUpgradeHandler } from './stream-routes.js';
 import { StaticTokenAuthenticator } from './token-auth.js';
 import { chosenProtocols } from './ws-subprotocol.js';
@@ -145,6 +147,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     nodesInDiscovery: options.kubelet !== undefined,
     reviews: authenticator ? { authenticator, authorizer } : undefined,
   });
+  const nodeProxy = createNodeProxyHandler({ node, collector: new ResourceMetricsCollector(registry) });
   const upgradeHandler = createUpgradeHandler({ registry, cluster: runtime, wss });
   /** Authenticate and authorize (when on), noting the effective user on the log entry. */
   const admit = (entry: RecordedRequest, req: IncomingMessage): AccessDecision | undefined => {
@@ -159,6 +162,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const decision = admit(log.record('api', req, false), req);
     if (decision && !decision.ok) return sendStatus(res, decision.status);
+    if (nodeProxy(req, res)) return;
     coreApi(req, res);
   };
   const server: Server = options.tls

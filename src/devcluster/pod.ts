@@ -16,6 +16,12 @@ export interface PodInit {
   annotations?: Record<string, string>;
 }
 
+/** An exec'd process of a pod: its container and its pid (undefined until it has started). */
+export interface ExecProcess {
+  container: string;
+  readonly process: { readonly pid: number | undefined };
+}
+
 /** One pod: metadata, containers, main processes and running exec sessions. */
 export class Pod {
   readonly name: string;
@@ -32,6 +38,8 @@ export class Pod {
   readonly mains = new Map<string, ContainerProcess>();
   /** Aborts for the exec sessions running in this pod (fired when the pod is deleted). */
   readonly sessions = new Set<AbortController>();
+  /** The exec'd processes running now, with their container (read by `resource-metrics.ts`). */
+  readonly execs = new Set<ExecProcess>();
   #deleted = false;
 
   constructor(init: PodInit) {

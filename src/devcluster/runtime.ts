@@ -61,6 +61,8 @@ export async function runExec(
     spawnLocal(req.command, { podName: pod.name, workDir: pod.workDir }, streams.tty, size);
   const session = new AbortController();
   pod.sessions.add(session);
+  const exec = { container: req.container, process: proc };
+  pod.execs.add(exec);
   const both = AbortSignal.any([signal, session.signal]);
 
   if (streams.stdout) proc.stdout.add(streams.stdout);
@@ -84,6 +86,7 @@ export async function runExec(
     if (streams.stdout) proc.stdout.remove(streams.stdout);
     if (streams.stderr) proc.stderr.remove(streams.stderr);
     pod.sessions.delete(session);
+    pod.execs.delete(exec);
   }
 }
 
