@@ -6,7 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
+import { startDemoMetrics } from './demo-metrics.js';
 import { startDevCluster, type DevClusterOptions } from './devcluster/dev-cluster.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { parseHostPort } from './listen-address.js';
@@ -375,6 +376,9 @@ async function demoCommand(argv: string[]): Promise<number | void> {
   }
   const { host, port } = parseHostPort(values['dev-cluster-listen']);
   const cluster = await startDevCluster({ host, port });
+  const kubeconfig = resolve(values.kubeconfig);
+  // The aggregated metrics.k8s.io backend, so `kubectl top` works (docs/aggregation.md).
+  const metrics = await startDemoMetrics(dirname(kubeconfig), cluster.url);
   let server;
   let graceMs: number;
   try {
@@ -383,26 +387,31 @@ async function demoCommand(argv: string[]): Promise<number | void> {
       upstream: cluster.url,
       featureGates: values['feature-gates'],
       shutdownGracePeriod: values['shutdown-grace-period'],
+      apiserviceConfig: metrics.apiserviceConfigFile,
+      proxyClientCertFile: metrics.proxyClientCertFile,
+      proxyClientKeyFile: metrics.proxyClientKeyFile,
     });
     graceMs = config.shutdownGracePeriodMs;
     server = await startServer(config, { logger: { level: 'info' } });
   } catch (e) {
+    await metrics.metrics.close();
     await cluster.close();
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`kube-stream-proxy demo: ${e.message}\n`);
     return 2;
   }
-  const kubeconfig = resolve(values.kubeconfig);
   writeKubeconfig(kubeconfig, { server: server.url, name: 'kube-stream-proxy-demo' });
   const proxy = server;
   process.stdout.write(
     `dev cluster listening on ${cluster.url} (it runs local commands; loopback only)\n` +
+      `dev-metrics (metrics.k8s.io, aggregated) listening on ${metrics.metrics.url}\n` +
       `kube-stream-proxy listening on ${proxy.url}, upstream ${cluster.url}\n` +
       `kubeconfig written to ${kubeconfig}\n` +
       `try:\n  KUBECONFIG=${kubeconfig} kubectl exec -it demo -- sh\n`,
   );
   installShutdown(async () => {
     await proxy.shutdown(graceMs);
+    await metrics.metrics.close();
     await cluster.close();
   });
 }
