@@ -13,6 +13,7 @@ import { parseCertificateBundle } from './auth/client-certificate.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
 import type { KubeletClientConfig } from './kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './kubelet/node-address.js';
+import { useTrimmedTokenFiles } from './token-file.js';
 import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './upstream.js';
 
 /** Default listen address: loopback, so plain HTTP without certificates is allowed out of the box. */
@@ -209,7 +210,8 @@ async function kubeConfigFromFiles(flags: ServeFlags): Promise<KubeConfig> {
     contexts: [{ name: 'upstream', cluster: 'upstream', user: 'kube-stream-proxy' }],
     currentContext: 'upstream',
   });
-  return kc;
+  // client-node reads a tokenFile raw; the file's final newline must not reach the header.
+  return useTrimmedTokenFiles(kc);
 }
 
 async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
@@ -229,6 +231,8 @@ async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): 
     } catch (e) {
       throw new ConfigError(`${flags.inCluster ? '--in-cluster' : '--kubeconfig'}: ${(e as Error).message}`, { cause: e });
     }
+    // One KubeConfig serves the upstream's auth headers and the API client: both get trimmed tokens.
+    useTrimmedTokenFiles(kc);
     if (flags.upstream !== undefined) {
       const cluster = kc.getCurrentCluster();
       if (cluster) (cluster as { server: string }).server = flags.upstream;
