@@ -16,6 +16,7 @@ import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.
 import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './routing/upstream.js';
 import type { APIServiceConfig } from './aggregation/apiservice-config.js';
 import type { ProxyClientCertificate } from './aggregation/apiservice-backend.js';
+import { useTrimmedTokenFiles } from './token-file.js';
 
 /** Default listen address: loopback, so plain HTTP without certificates is allowed out of the box. */
 export const DEFAULT_LISTEN = '127.0.0.1:6443';
@@ -224,7 +225,8 @@ async function kubeConfigFromFiles(flags: ServeFlags): Promise<KubeConfig> {
     contexts: [{ name: 'upstream', cluster: 'upstream', user: 'kube-stream-proxy' }],
     currentContext: 'upstream',
   });
-  return kc;
+  // client-node reads a tokenFile raw; the file's final newline must not reach the header.
+  return useTrimmedTokenFiles(kc);
 }
 
 async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
@@ -244,6 +246,8 @@ async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): 
     } catch (e) {
       throw new ConfigError(`${flags.inCluster ? '--in-cluster' : '--kubeconfig'}: ${(e as Error).message}`, { cause: e });
     }
+    // One KubeConfig serves the upstream's auth headers and the API client: both get trimmed tokens.
+    useTrimmedTokenFiles(kc);
     if (flags.upstream !== undefined) {
       const cluster = kc.getCurrentCluster();
       if (cluster) (cluster as { server: string }).server = flags.upstream;

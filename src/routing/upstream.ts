@@ -13,12 +13,9 @@ import { connect as tlsConnect } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ConfigError, UpstreamUnreachableError } from '../errors.js';
 import type { Route } from './route.js';
+import { TokenFile } from '../token-file.js';
 
-/**
- * How often a bearer token file is re-read. Bound service-account tokens rotate (the kubelet refreshes
- * them at 80 % of their lifetime); client-go's cached file token source re-reads once a minute too.
- */
-export const TOKEN_FILE_REFRESH_MS = 60_000;
+export { TOKEN_FILE_REFRESH_MS } from '../token-file.js';
 
 /**
  * ALPN offered on TLS upgrade dials: HTTP/1.1 only. An HTTP/2 connection cannot carry a 101, which is
@@ -239,23 +236,10 @@ export function parseUpstreamUrl(value: string, flag = '--upstream'): URL {
   return url;
 }
 
-/** A bearer token read from a file and re-read every TOKEN_FILE_REFRESH_MS. */
+/** A bearer token read from a file (trimmed) and re-read every TOKEN_FILE_REFRESH_MS. */
 function tokenFileSource(path: string): AuthHeaderSource {
-  let token = readFlagFile('--upstream-token-file', path).toString('utf8').trim();
-  if (token === '') throw new ConfigError(`--upstream-token-file: ${path} is empty`);
-  let readAt = Date.now();
-  return async () => {
-    if (Date.now() - readAt >= TOKEN_FILE_REFRESH_MS) {
-      try {
-        const fresh = readFileSync(path, 'utf8').trim();
-        if (fresh !== '') token = fresh;
-      } catch {
-        // Keep the last good token; the file may be mid-rotation.
-      }
-      readAt = Date.now();
-    }
-    return { Authorization: `Bearer ${token}` };
-  };
+  const file = new TokenFile(path);
+  return async () => ({ Authorization: `Bearer ${file.token()}` });
 }
 
 /** Build an Upstream from `--upstream` and the `--upstream-*` file flags. */

@@ -52,6 +52,8 @@ export interface SecurityFixtureOptions {
   clientCerts?: boolean;
   /** kubelet mode: verify kubelets with a CA that did NOT issue their certificate. */
   wrongKubeletCa?: boolean;
+  /** What the proxy's token file ends with after the token (`echo token > file` writes `\n`); default nothing. */
+  proxyTokenEnding?: string;
 }
 
 /** A plain request to the proxy (HTTPS, trusting the test CA), optionally with a client certificate. */
@@ -145,7 +147,7 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
   const otherCa = o.wrongKubeletCa ? await createCa(work, 'unrelated CA', 'other-ca') : undefined;
   writeFileSync(join(work, 'tokens.csv'), tokenFile());
   writeFileSync(join(work, 'policy.json'), JSON.stringify(POLICY));
-  writeFileSync(join(work, 'proxy-token'), USERS.proxy.token);
+  writeFileSync(join(work, 'proxy-token'), USERS.proxy.token + (o.proxyTokenEnding ?? ''));
 
   const cluster = await startDevCluster({
     dataDir: join(work, 'pods'),
