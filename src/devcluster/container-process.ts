@@ -37,6 +37,14 @@ export interface MainAttachment {
   detach(): void;
 }
 
+/** Where a `logs -f` follower wants the output. */
+export interface LogFollower {
+  /** One chunk of output (stdout and stderr interleaved). */
+  write(chunk: Buffer): void;
+  /** The process exited (or the container stopped): no more output for this follower. */
+  end(): void;
+}
+
 /** Bytes of recent output kept for pods/log. */
 const LOG_RING_BYTES = 256 * 1024;
 /** A process that lived less than this is restarted after {@link CRASH_BACKOFF_MS}, not at once. */
@@ -58,6 +66,8 @@ export class ContainerProcess extends EventEmitter {
   #restartTimer: NodeJS.Timeout | undefined;
   #stdinEnded = false;
   #lastSize: TerminalSize | undefined;
+  /** `logs -f` followers of the running process: each gets its output until it exits. */
+  #followers = new Set<LogFollower>();
   /** Attachers waiting for the next process (one arrived between an exit and the restart). */
   #startWaiters = new Set<{ resolve(proc: LocalProcess): void; reject(err: Error): void }>();
   /** Keeps the exec spawn helper (process-spawner.ts) up while this pod's container is. */
@@ -203,11 +213,35 @@ export class ContainerProcess extends EventEmitter {
     return Buffer.concat(this.#log);
   }
 
+  /**
+   * `kubectl logs -f`: the running process's output from now on (take {@link logs} first, in the
+   * same turn, so nothing is missed or repeated), until that process exits (then `end`, as the
+   * kubelet ends a follow when its container terminates; at once when none runs). Returns the
+   * function that stops following.
+   */
+  follow(follower: LogFollower): () => void {
+    if (!this.running) {
+      follower.end();
+      return () => undefined;
+    }
+    this.#followers.add(follower);
+    return () => {
+      this.#followers.delete(follower);
+    };
+  }
+
+  #endFollowers(): void {
+    const followers = [...this.#followers];
+    this.#followers.clear();
+    for (const f of followers) f.end();
+  }
+
   /** Kill the process for good (SIGTERM, SIGKILL after a grace period); resolves once it is gone. */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#restartTimer);
     this.#failWaiters(this.#notRunning().message);
+    this.#endFollowers();
     this.#releaseSpawnHelper?.();
     const proc = this.#proc;
     if (!proc || proc.done) return;
@@ -221,6 +255,7 @@ export class ContainerProcess extends EventEmitter {
     write: (chunk: Buffer): boolean => {
       this.#log.push(chunk);
       this.#logBytes += chunk.length;
+      for (const f of this.#followers) f.write(chunk);
       while (this.#logBytes > LOG_RING_BYTES && this.#log.length > 1) this.#logBytes -= this.#log.shift()!.length;
       return true;
     },
@@ -240,6 +275,7 @@ export class ContainerProcess extends EventEmitter {
   }
 
   #scheduleRestart(exitCode: number, began: number): void {
+    this.#endFollowers();
     this.emit('exit', exitCode);
     if (this.#stopped) return;
     const delay = Date.now() - began < CRASH_WINDOW_MS ? CRASH_BACKOFF_MS : 0;

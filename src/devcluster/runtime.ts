@@ -56,9 +56,15 @@ export async function runExec(
   if (signal.aborted) throw abortError(signal);
 
   // Dev-cluster-only built-ins (builtin-commands.ts) run without a process.
-  const proc =
-    startBuiltinCommand(req.command, streams.tty) ??
-    spawnLocal(req.command, { podName: pod.name, workDir: pod.workDir }, streams.tty, size);
+  let proc: LocalProcess;
+  try {
+    proc =
+      startBuiltinCommand(req.command, streams.tty) ??
+      spawnLocal(req.command, { podName: pod.name, workDir: pod.workDir }, streams.tty, size);
+  } catch (err) {
+    pod.emit('exec-failed', req.container, req.command, (err as Error).message);
+    throw err;
+  }
   const session = new AbortController();
   pod.sessions.add(session);
   const both = AbortSignal.any([signal, session.signal]);
