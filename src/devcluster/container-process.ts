@@ -29,6 +29,22 @@ export interface AttachSink {
   stderr?: Writable;
 }
 
+/** One attacher's hold on the main process it attached to. */
+export interface MainAttachment {
+  /** That process's exit code (0..255): the attach session ends with it. A restart does not carry it over. */
+  readonly exited: Promise<number>;
+  /** Stop copying output to the sink (idempotent). */
+  detach(): void;
+}
+
+/** Where a `logs -f` follower wants the output. */
+export interface LogFollower {
+  /** One chunk of output (stdout and stderr interleaved). */
+  write(chunk: Buffer): void;
+  /** The process exited (or the container stopped): no more output for this follower. */
+  end(): void;
+}
+
 /** Bytes of recent output kept for pods/log. */
 const LOG_RING_BYTES = 256 * 1024;
 /** A process that lived less than this is restarted after {@link CRASH_BACKOFF_MS}, not at once. */
@@ -50,6 +66,10 @@ export class ContainerProcess extends EventEmitter {
   #restartTimer: NodeJS.Timeout | undefined;
   #stdinEnded = false;
   #lastSize: TerminalSize | undefined;
+  /** `logs -f` followers of the running process: each gets its output until it exits. */
+  #followers = new Set<LogFollower>();
+  /** Attachers waiting for the next process (one arrived between an exit and the restart). */
+  #startWaiters = new Set<{ resolve(proc: LocalProcess): void; reject(err: Error): void }>();
   /** Keeps the exec spawn helper (process-spawner.ts) up while this pod's container is. */
   #releaseSpawnHelper: (() => void) | undefined;
 
@@ -81,12 +101,16 @@ export class ContainerProcess extends EventEmitter {
     try {
       proc = spawnLocal(argv, this.target, this.spec.tty, this.#lastSize, { direct: true });
     } catch (err) {
+      this.#proc = undefined;
+      this.#failWaiters(`container "${this.spec.name}" could not start: ${(err as Error).message}`);
       this.#scheduleRestart(127, began);
       return;
     }
     this.#proc = proc;
     this.startedAt = new Date().toISOString();
-    for (const sink of this.#sinks) this.#connect(proc, sink);
+    const waiters = [...this.#startWaiters];
+    this.#startWaiters.clear();
+    for (const w of waiters) w.resolve(proc);
     proc.stdout.add(this.#logWriter);
     proc.stderr.add(this.#logWriter);
     if (!this.spec.stdin) proc.endStdin();
@@ -96,14 +120,66 @@ export class ContainerProcess extends EventEmitter {
     );
   }
 
-  /** Copy output from now on into `sink`; returns the detach function. */
-  attach(sink: AttachSink): () => void {
+  /** True while a main process runs (false between its exit and the restart, and once stopped). */
+  get running(): boolean {
+    return !this.#stopped && this.#proc !== undefined && !this.#proc.done;
+  }
+
+  /**
+   * Attach `sink` to the running main process: its output from now on is copied there, and the
+   * attachment's `exited` settles when THAT process exits. Arriving between an exit and the restart
+   * (the crash back-off), it waits for the restarted process, as a kubelet attaches to the restarted
+   * container. Rejects (never waits on a process that is gone) when the container was stopped, when
+   * the restart could not start a process, or when `signal` aborts.
+   */
+  async attach(sink: AttachSink, signal: AbortSignal): Promise<MainAttachment> {
+    const proc = this.running ? this.#proc! : await this.#nextProcess(signal);
     this.#sinks.add(sink);
-    if (this.#proc && !this.#proc.done) this.#connect(this.#proc, sink);
-    return () => {
-      this.#sinks.delete(sink);
-      if (this.#proc) this.#disconnect(this.#proc, sink);
+    this.#connect(proc, sink);
+    let attached = true;
+    return {
+      exited: proc.exited.catch(() => 126),
+      detach: () => {
+        if (!attached) return;
+        attached = false;
+        this.#sinks.delete(sink);
+        this.#disconnect(proc, sink);
+      },
     };
+  }
+
+  /** The next process this container starts; rejects as {@link attach} says. */
+  #nextProcess(signal: AbortSignal): Promise<LocalProcess> {
+    if (this.#stopped) return Promise.reject(this.#notRunning());
+    if (signal.aborted) return Promise.reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    return new Promise<LocalProcess>((resolve, reject) => {
+      const onAbort = (): void => {
+        this.#startWaiters.delete(waiter);
+        reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+      };
+      const waiter = {
+        resolve: (proc: LocalProcess) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(proc);
+        },
+        reject: (err: Error) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      };
+      this.#startWaiters.add(waiter);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  #notRunning(): Error {
+    return new Error(`container "${this.spec.name}" is not running`);
+  }
+
+  #failWaiters(message: string): void {
+    const waiters = [...this.#startWaiters];
+    this.#startWaiters.clear();
+    for (const w of waiters) w.reject(new Error(message));
   }
 
   /** Write attacher input; false means wait for {@link onStdinDrain}. Dropped without `stdin: true`. */
@@ -137,10 +213,35 @@ export class ContainerProcess extends EventEmitter {
     return Buffer.concat(this.#log);
   }
 
+  /**
+   * `kubectl logs -f`: the running process's output from now on (take {@link logs} first, in the
+   * same turn, so nothing is missed or repeated), until that process exits (then `end`, as the
+   * kubelet ends a follow when its container terminates; at once when none runs). Returns the
+   * function that stops following.
+   */
+  follow(follower: LogFollower): () => void {
+    if (!this.running) {
+      follower.end();
+      return () => undefined;
+    }
+    this.#followers.add(follower);
+    return () => {
+      this.#followers.delete(follower);
+    };
+  }
+
+  #endFollowers(): void {
+    const followers = [...this.#followers];
+    this.#followers.clear();
+    for (const f of followers) f.end();
+  }
+
   /** Kill the process for good (SIGTERM, SIGKILL after a grace period); resolves once it is gone. */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#restartTimer);
+    this.#failWaiters(this.#notRunning().message);
+    this.#endFollowers();
     this.#releaseSpawnHelper?.();
     const proc = this.#proc;
     if (!proc || proc.done) return;
@@ -154,6 +255,7 @@ export class ContainerProcess extends EventEmitter {
     write: (chunk: Buffer): boolean => {
       this.#log.push(chunk);
       this.#logBytes += chunk.length;
+      for (const f of this.#followers) f.write(chunk);
       while (this.#logBytes > LOG_RING_BYTES && this.#log.length > 1) this.#logBytes -= this.#log.shift()!.length;
       return true;
     },
@@ -173,6 +275,7 @@ export class ContainerProcess extends EventEmitter {
   }
 
   #scheduleRestart(exitCode: number, began: number): void {
+    this.#endFollowers();
     this.emit('exit', exitCode);
     if (this.#stopped) return;
     const delay = Date.now() - began < CRASH_WINDOW_MS ? CRASH_BACKOFF_MS : 0;

@@ -1,9 +1,11 @@
 /**
  * The dev cluster's REST surface for non-upgrade requests: discovery, namespaces, pods (list,
- * watch, get, create, delete, log), nodes, the `Upgrade request required` answer of the streaming
- * subresources and (with token authentication) TokenReview and SubjectAccessReview. Everything is
- * plain `application/json`; errors are Status objects. Authentication and authorization happened
- * before (`access-control.ts`).
+ * watch, get, create, delete, log with follow), nodes, services, endpointslices and events
+ * (`object-api.ts`), the `Upgrade request required` answer of the streaming subresources,
+ * SelfSubjectAccessReview/SelfSubjectRulesReview and (with token authentication) TokenReview and
+ * SubjectAccessReview. Answers are `application/json`, or a meta.k8s.io Table when the client asks
+ * for one (`printable-response.ts`); errors are Status objects. Authentication and authorization
+ * happened before (`access-control.ts`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorStatus, notFoundStatus, type V1Status } from '../status.js';
@@ -13,20 +15,26 @@ import {
   apiVersions,
   coreV1Resources,
   DEV_CLUSTER_VERSION,
-  REVIEW_GROUPS,
-  reviewGroupResources,
-  type ReviewGroup,
+  groupResources,
+  servedGroups,
+  type NamedGroup,
 } from './discovery.js';
-import { readJsonBody, sendJson, sendStatus } from './http-json.js';
+import { readBody, readJsonBody, sendJson, sendStatus } from './http-json.js';
+import { decodeSelfReview, PROTOBUF_MEDIA_TYPE } from './protobuf-review.js';
 import { nodeList, nodeObject, type NodeInfo } from './nodes.js';
+import { objectRoute, serveObjects, type ObjectResource } from './object-api.js';
 import type { Authorizer } from './policy.js';
 import { parsePodManifest } from './pod-manifest.js';
 import { podObject } from './pod-object.js';
 import type { PodRegistry } from './pod-registry.js';
 import { podSelector } from './pod-selectors.js';
 import { isWatch, servePodWatch } from './pod-watch.js';
+import { sendPrintable } from './printable-response.js';
+import { NAMESPACE_PRINTER, NODE_PRINTER, POD_PRINTER } from './printers.js';
 import { subjectAccessReview, tokenReview } from './reviews.js';
-import type { StaticTokenAuthenticator } from './token-auth.js';
+import { ANONYMOUS, selfSubjectAccessReview, selfSubjectRulesReview } from './self-reviews.js';
+import type { StaticTokenAuthenticator, UserInfo } from './token-auth.js';
+import { serveLog } from './pod-log.js';
 
 export { sendJson, sendStatus };
 
@@ -45,24 +53,32 @@ export interface CoreApiDeps {
   /** host:port clients use, for `/api`'s serverAddressByClientCIDRs. */
   serverAddress: () => string;
   /** The node pods run on (read per request: the kubelet port is known only once it listens). */
-  node?: () => NodeInfo;
-  /** List `nodes` in `/api/v1` discovery (a kubelet listener exists). */
-  nodesInDiscovery?: boolean;
-  /** Serve the authentication/authorization groups and their reviews (token authentication is on). */
+  node: () => NodeInfo;
+  /** Services, endpointslices and events, by plural resource name. */
+  objects: Readonly<Record<string, ObjectResource>>;
+  /** Decides the self reviews (`kubectl auth can-i`). */
+  authorizer: Authorizer;
+  /** Serve authentication.k8s.io, TokenReview and SubjectAccessReview (token authentication is on). */
   reviews?: ReviewDeps;
 }
 
+/**
+ * The `request` handler of the dev cluster's HTTP server; `user` is who the request is from
+ * (undefined without authentication: then the anonymous user).
+ */
+export type CoreApiHandler = (req: IncomingMessage, res: ServerResponse, user?: UserInfo) => void;
+
 /** Build the `request` handler of the dev cluster's HTTP server. */
-export function createCoreApiHandler(deps: CoreApiDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  return (req, res) => {
-    handle(deps, req, res).catch((err: unknown) => {
+export function createCoreApiHandler(deps: CoreApiDeps): CoreApiHandler {
+  return (req, res, user) => {
+    handle(deps, req, res, user ?? ANONYMOUS).catch((err: unknown) => {
       if (!res.headersSent) sendStatus(res, errorStatus(500, `Internal error occurred: ${String(err)}`));
       else res.destroy();
     });
   };
 }
 
-async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerResponse, user: UserInfo): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://dev-cluster');
   const path = url.pathname.replace(/\/+$/, '') || '/';
   const query = url.searchParams;
@@ -81,31 +97,34 @@ async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerRespon
     case '/apis':
       return getOnly(() => apiGroupList(deps.reviews !== undefined));
     case '/api/v1':
-      return getOnly(() => coreV1Resources(deps.nodesInDiscovery ?? false));
+      return getOnly(() => coreV1Resources());
     case '/api/v1/namespaces':
-      return getOnly(() => ({
+      if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
+      return sendPrintable(req, res, query, NAMESPACE_PRINTER, {
         kind: 'NamespaceList',
         apiVersion: 'v1',
         metadata: { resourceVersion: String(registry.resourceVersion) },
         items: [...registry.namespaces].sort().map((n) => namespaceObject(n, false)),
-      }));
+      });
     case '/api/v1/pods':
       return podCollection(deps, req, res, undefined, query);
   }
 
   const parts = path.split('/').slice(1).map(decodeURIComponent);
-  if (parts[0] === 'api' && parts[1] === 'v1' && parts[2] === 'nodes' && parts.length <= 4 && deps.node) {
+  if (parts[0] === 'api' && parts[1] === 'v1' && parts[2] === 'nodes' && parts.length <= 4) {
     if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
     const node = deps.node();
     if (parts.length === 3) {
       if (isWatch(query)) return sendStatus(res, errorStatus(405, 'the dev cluster does not serve node watches', 'MethodNotAllowed'));
-      return sendJson(res, 200, nodeList(node));
+      return sendPrintable(req, res, query, NODE_PRINTER, nodeList(node));
     }
     if (parts[3] !== node.name) return sendStatus(res, notFoundStatus('nodes', parts[3]!));
-    return sendJson(res, 200, nodeObject(node));
+    return sendPrintable(req, res, query, NODE_PRINTER, nodeObject(node));
   }
-  if (parts[0] === 'apis' && deps.reviews && (REVIEW_GROUPS as readonly string[]).includes(parts[1] ?? '')) {
-    return reviewGroup(deps.reviews, parts[1] as ReviewGroup, parts.slice(2), req, res);
+  const stored = objectRoute(parts, deps.objects);
+  if (stored) return serveObjects(stored, { namespaces: registry.namespaces }, req, res, query);
+  if (parts[0] === 'apis' && (servedGroups(deps.reviews !== undefined) as string[]).includes(parts[1] ?? '')) {
+    return namedGroup(deps, user, parts[1] as NamedGroup, parts.slice(2), req, res);
   }
   // ['api','v1','namespaces',ns, 'pods', name, sub]
   if (parts[0] !== 'api' || parts[1] !== 'v1' || parts[2] !== 'namespaces' || parts.length < 4) {
@@ -113,7 +132,10 @@ async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerRespon
   }
   const ns = parts[3]!;
   if (!registry.namespaces.has(ns)) return sendStatus(res, notFoundStatus('namespaces', ns));
-  if (parts.length === 4) return getOnly(() => namespaceObject(ns, true));
+  if (parts.length === 4) {
+    if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
+    return sendPrintable(req, res, query, NAMESPACE_PRINTER, namespaceObject(ns, true));
+  }
   if (parts[4] !== 'pods' || parts.length > 7) {
     return sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
   }
@@ -123,7 +145,7 @@ async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerRespon
   const pod = registry.get(ns, name);
   if (!pod) return sendStatus(res, notFoundStatus('pods', name));
   if (parts.length === 6) {
-    if (method === 'GET' || method === 'HEAD') return sendJson(res, 200, podObject(pod));
+    if (method === 'GET' || method === 'HEAD') return sendPrintable(req, res, query, POD_PRINTER, podObject(pod));
     if (method === 'DELETE') {
       registry.delete(ns, name);
       return sendJson(res, 200, podObject(pod));
@@ -137,17 +159,7 @@ async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerRespon
   }
   if (sub === 'log') {
     if (method !== 'GET') return sendStatus(res, methodNotAllowed(method));
-    const container = query.get('container') || (pod.containers.length === 1 ? pod.containers[0]!.name : '');
-    const main = pod.mains.get(container);
-    if (!main) {
-      const names = pod.containers.map((c) => c.name).join(' ');
-      return sendStatus(res, errorStatus(400, container
-        ? `container ${container} is not valid for pod ${name}`
-        : `a container name must be specified for pod ${name}, choose one of: [${names}]`));
-    }
-    res.writeHead(200, { 'Content-Type': 'text/plain' });
-    res.end(main.logs());
-    return;
+    return serveLog(pod, query, req, res);
   }
   return sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
 }
@@ -177,7 +189,7 @@ async function podCollection(
   const selector = podSelector(query);
   if (!selector.ok) return sendStatus(res, selector.status);
   if (isWatch(query)) return servePodWatch(req, res, registry, ns, selector.value, query);
-  sendJson(res, 200, {
+  sendPrintable(req, res, query, POD_PRINTER, {
     kind: 'PodList',
     apiVersion: 'v1',
     metadata: { resourceVersion: String(registry.resourceVersion) },
@@ -201,10 +213,14 @@ function methodNotAllowed(method: string): V1Status {
   return errorStatus(405, `the server does not allow this method on the requested resource (${method})`);
 }
 
-/** `/apis/{authentication,authorization}.k8s.io[/v1[/tokenreviews|subjectaccessreviews]]`. */
-async function reviewGroup(
-  deps: ReviewDeps,
-  group: ReviewGroup,
+/**
+ * `/apis/{group}[/v1[/{resource}]]` of the named groups that are not stored objects: discovery of
+ * all three, and the reviews (self reviews always; TokenReview and SubjectAccessReview with tokens).
+ */
+async function namedGroup(
+  deps: CoreApiDeps,
+  user: UserInfo,
+  group: NamedGroup,
   rest: string[],
   req: IncomingMessage,
   res: ServerResponse,
@@ -213,14 +229,44 @@ async function reviewGroup(
   const notFound = (): void => sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
   if (rest.length === 0 || (rest.length === 1 && rest[0] === 'v1')) {
     if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
-    return sendJson(res, 200, rest.length === 0 ? apiGroup(group) : reviewGroupResources(group));
+    return sendJson(res, 200, rest.length === 0 ? apiGroup(group) : groupResources(group, deps.reviews !== undefined));
   }
-  const resource = group === 'authentication.k8s.io' ? 'tokenreviews' : 'subjectaccessreviews';
-  if (rest.length !== 2 || rest[0] !== 'v1' || rest[1] !== resource) return notFound();
-  if (method !== 'POST') return sendStatus(res, methodNotAllowed(method));
-  const body = await readJsonBody(req);
-  if (!body.ok) return sendStatus(res, body.status);
-  const answer =
-    resource === 'tokenreviews' ? tokenReview(body.value, deps.authenticator) : subjectAccessReview(body.value, deps.authorizer);
-  sendJson(res, answer.code, answer.body);
+  if (rest.length !== 2 || rest[0] !== 'v1') return notFound();
+  const resource = rest[1]!;
+  const answer = (review: (body: unknown) => { code: number; body: unknown }, protobuf = false): Promise<void> =>
+    (async () => {
+      if (method !== 'POST') return sendStatus(res, methodNotAllowed(method));
+      const body = protobuf && isProtobuf(req) ? await readProtobufReview(req) : await readJsonBody(req);
+      if (!body.ok) return sendStatus(res, body.status);
+      const a = review(body.value);
+      sendJson(res, a.code, a.body);
+    })();
+  if (group === 'authorization.k8s.io' && resource === 'selfsubjectaccessreviews') {
+    return answer((b) => selfSubjectAccessReview(b, user, deps.authorizer), true);
+  }
+  if (group === 'authorization.k8s.io' && resource === 'selfsubjectrulesreviews') {
+    return answer((b) => selfSubjectRulesReview(b, user, deps.authorizer), true);
+  }
+  const reviews = deps.reviews;
+  if (reviews && group === 'authorization.k8s.io' && resource === 'subjectaccessreviews') {
+    return answer((b) => subjectAccessReview(b, reviews.authorizer));
+  }
+  if (reviews && group === 'authentication.k8s.io' && resource === 'tokenreviews') {
+    return answer((b) => tokenReview(b, reviews.authenticator));
+  }
+  return notFound();
+}
+
+/** True when the request body is Kubernetes protobuf (kubectl 1.33 sends its self reviews so). */
+function isProtobuf(req: IncomingMessage): boolean {
+  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === PROTOBUF_MEDIA_TYPE;
+}
+
+/** Read a protobuf self review as its JSON form, or the 400 Status for a body that is not one. */
+async function readProtobufReview(req: IncomingMessage): Promise<{ ok: true; value: unknown } | { ok: false; status: V1Status }> {
+  try {
+    return { ok: true, value: decodeSelfReview(await readBody(req)) };
+  } catch (err) {
+    return { ok: false, status: errorStatus(400, `the request body is not a valid protobuf self review: ${(err as Error).message}`) };
+  }
 }

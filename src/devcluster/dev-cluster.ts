@@ -20,6 +20,7 @@ import { writeRawStatus } from '../http-response.js';
 import { AccessControl, type AccessDecision } from './access-control.js';
 import { DevClusterRuntime } from './cluster-runtime.js';
 import { createCoreApiHandler } from './core-api.js';
+import { createObjectResources, type DevClusterServiceSeed } from './cluster-objects.js';
 import { sendStatus } from './http-json.js';
 import { startKubeletServer, type KubeletServer } from './kubelet-server.js';
 import { createNodeProxyHandler } from './node-proxy.js';
@@ -31,6 +32,8 @@ import { ResourceMetricsCollector } from './resource-metrics.js';
 import { createUpgradeHandler } from './stream-routes.js';
 import { StaticTokenAuthenticator } from './token-auth.js';
 import { chosenProtocols } from './ws-subprotocol.js';
+
+export type { DevClusterServiceSeed };
 
 /** Serving certificate and key (PEM). */
 export interface DevClusterTlsOptions {
@@ -58,6 +61,12 @@ export interface DevClusterOptions {
   port?: number;
   /** Extra pods in namespace "default"; "demo" always exists. */
   pods?: string[];
+  /**
+   * Services that exist from the start, each with an EndpointSlice when it has `endpoints`, e.g.
+   * `{ namespace: 'kube-system', name: 'metrics-server', ports: [{ name: 'https', port: 443, targetPort: 4443 }],
+   * endpoints: [{ address: '127.0.0.1' }] }`.
+   */
+  services?: DevClusterServiceSeed[];
   /** Folder for the pods' working directories (default: a new temp folder, removed on close). */
   dataDir?: string;
   /** Serve the API over HTTPS with this certificate (the URL becomes `https://`). */
@@ -126,6 +135,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
 
   const runtime = new DevClusterRuntime();
   const registry = new PodRegistry(dataDir);
+  const objects = createObjectResources(registry, options.services ?? []);
   const wss = new WebSocketServer({
     noServer: true,
     clientTracking: false,
@@ -144,7 +154,8 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     registry,
     serverAddress: () => address,
     node,
-    nodesInDiscovery: options.kubelet !== undefined,
+    objects: objects.resources,
+    authorizer,
     reviews: authenticator ? { authenticator, authorizer } : undefined,
   });
   const nodeProxy = createNodeProxyHandler({ node, collector: new ResourceMetricsCollector(registry) });
@@ -163,7 +174,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     const decision = admit(log.record('api', req, false), req);
     if (decision && !decision.ok) return sendStatus(res, decision.status);
     if (nodeProxy(req, res)) return;
-    coreApi(req, res);
+    coreApi(req, res, decision?.user);
   };
   const server: Server = options.tls
     ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key, ALPNProtocols: ['http/1.1'] }, onRequest)

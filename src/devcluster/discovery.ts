@@ -26,37 +26,73 @@ export function apiVersions(serverAddress: string): Record<string, unknown> {
   };
 }
 
-/** The named API groups served when token authentication is on (both v1 only). */
+/** The named API groups the dev cluster serves (each v1 only). */
+export const NAMED_GROUPS = ['authentication.k8s.io', 'authorization.k8s.io', 'discovery.k8s.io'] as const;
+/** One of {@link NAMED_GROUPS}. */
+export type NamedGroup = (typeof NAMED_GROUPS)[number];
+/** The groups whose reviews need token authentication (authentication.k8s.io has nothing else). */
 export const REVIEW_GROUPS = ['authentication.k8s.io', 'authorization.k8s.io'] as const;
 /** One of {@link REVIEW_GROUPS}. */
 export type ReviewGroup = (typeof REVIEW_GROUPS)[number];
 
+/** The named groups served: authentication.k8s.io only `withReviews` (token authentication on). */
+export function servedGroups(withReviews: boolean): NamedGroup[] {
+  return NAMED_GROUPS.filter((g) => withReviews || g !== 'authentication.k8s.io');
+}
+
 /** `GET /apis/{group}` (and an entry of `/apis`): the group with its one version, v1. */
-export function apiGroup(name: ReviewGroup, withKind = true): Record<string, unknown> {
+export function apiGroup(name: NamedGroup, withKind = true): Record<string, unknown> {
   const version = { groupVersion: `${name}/v1`, version: 'v1' };
   const group = { name, versions: [version], preferredVersion: version };
   return withKind ? { kind: 'APIGroup', apiVersion: 'v1', ...group } : group;
 }
 
 /**
- * `GET /apis`: no named groups, or (`withReviews`, token authentication on)
- * authentication.k8s.io and authorization.k8s.io.
+ * `GET /apis`: authorization.k8s.io (self reviews, always) and discovery.k8s.io (EndpointSlices),
+ * plus (`withReviews`, token authentication on) authentication.k8s.io.
  */
 export function apiGroupList(withReviews = false): Record<string, unknown> {
-  return { kind: 'APIGroupList', apiVersion: 'v1', groups: withReviews ? REVIEW_GROUPS.map((g) => apiGroup(g, false)) : [] };
+  return { kind: 'APIGroupList', apiVersion: 'v1', groups: servedGroups(withReviews).map((g) => apiGroup(g, false)) };
 }
 
-/** `GET /apis/{group}/v1` of a review group: tokenreviews or subjectaccessreviews (create only). */
-export function reviewGroupResources(group: ReviewGroup): Record<string, unknown> {
-  const resource =
-    group === 'authentication.k8s.io'
-      ? { name: 'tokenreviews', singularName: 'tokenreview', namespaced: false, kind: 'TokenReview', verbs: ['create'] }
-      : { name: 'subjectaccessreviews', singularName: 'subjectaccessreview', namespaced: false, kind: 'SubjectAccessReview', verbs: ['create'] };
-  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `${group}/v1`, resources: [resource] };
+const createOnly = (name: string, kind: string): Record<string, unknown> => ({
+  name,
+  singularName: name.replace(/s$/, ''),
+  namespaced: false,
+  kind,
+  verbs: ['create'],
+});
+
+/**
+ * `GET /apis/{group}/v1`: tokenreviews (authentication.k8s.io); selfsubjectaccessreviews,
+ * selfsubjectrulesreviews and (`withReviews`) subjectaccessreviews (authorization.k8s.io);
+ * endpointslices (discovery.k8s.io).
+ */
+export function groupResources(group: NamedGroup, withReviews = false): Record<string, unknown> {
+  let resources: Record<string, unknown>[];
+  if (group === 'authentication.k8s.io') resources = [createOnly('tokenreviews', 'TokenReview')];
+  else if (group === 'authorization.k8s.io') {
+    resources = [
+      createOnly('selfsubjectaccessreviews', 'SelfSubjectAccessReview'),
+      createOnly('selfsubjectrulesreviews', 'SelfSubjectRulesReview'),
+      ...(withReviews ? [createOnly('subjectaccessreviews', 'SubjectAccessReview')] : []),
+    ];
+  } else {
+    resources = [
+      {
+        name: 'endpointslices',
+        singularName: 'endpointslice',
+        namespaced: true,
+        kind: 'EndpointSlice',
+        verbs: ['create', 'delete', 'get', 'list'],
+      },
+    ];
+  }
+  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `${group}/v1`, resources };
 }
 
-/** `GET /api/v1`: the resources the dev cluster serves (`nodes` only with a kubelet listener). */
-export function coreV1Resources(withNodes = false): Record<string, unknown> {
+/** `GET /api/v1`: the core resources the dev cluster serves. */
+export function coreV1Resources(): Record<string, unknown> {
   const sub = (name: string, kind: string, verbs: string[]): Record<string, unknown> => ({
     name,
     singularName: '',
@@ -68,6 +104,7 @@ export function coreV1Resources(withNodes = false): Record<string, unknown> {
     kind: 'APIResourceList',
     groupVersion: 'v1',
     resources: [
+      { name: 'events', singularName: 'event', namespaced: true, kind: 'Event', verbs: ['create', 'delete', 'get', 'list'], shortNames: ['ev'] },
       {
         name: 'namespaces',
         singularName: 'namespace',
@@ -76,9 +113,7 @@ export function coreV1Resources(withNodes = false): Record<string, unknown> {
         verbs: ['get', 'list', 'watch'],
         shortNames: ['ns'],
       },
-      ...(withNodes
-        ? [{ name: 'nodes', singularName: 'node', namespaced: false, kind: 'Node', verbs: ['get', 'list'], shortNames: ['no'] }]
-        : []),
+      { name: 'nodes', singularName: 'node', namespaced: false, kind: 'Node', verbs: ['get', 'list'], shortNames: ['no'] },
       {
         name: 'pods',
         singularName: 'pod',
@@ -92,6 +127,15 @@ export function coreV1Resources(withNodes = false): Record<string, unknown> {
       sub('pods/exec', 'PodExecOptions', ['create', 'get']),
       sub('pods/log', 'Pod', ['get']),
       sub('pods/portforward', 'PodPortForwardOptions', ['create', 'get']),
+      {
+        name: 'services',
+        singularName: 'service',
+        namespaced: true,
+        kind: 'Service',
+        verbs: ['create', 'delete', 'get', 'list'],
+        shortNames: ['svc'],
+        categories: ['all'],
+      },
     ],
   };
 }

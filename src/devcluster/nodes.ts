@@ -1,11 +1,14 @@
 /**
- * The dev cluster's one Node, rendered as a core/v1 Node. Its `status.addresses` hold exactly two
+ * The dev cluster's one Node, rendered as a core/v1 Node: `Ready`, with this host's CPUs and memory
+ * as capacity and allocatable, always served (with or without a kubelet listener). Its `status.addresses` hold exactly two
  * entries, in this order: `InternalIP` (the kubelet listener's IP) and `Hostname` (the node name);
  * `status.daemonEndpoints.kubeletEndpoint.Port` is the kubelet listener's port (0 when the dev
  * cluster runs without a kubelet listener). A proxy resolving pod → node → kubelet with
  * kube-apiserver's preferred address types (`Hostname,InternalDNS,InternalIP,…` by default) must be
  * configured to prefer InternalIP, since `dev-node` does not resolve.
  */
+
+import { cpus, release, totalmem } from 'node:os';
 
 /** The node every pod "runs" on (`spec.nodeName`). */
 export const NODE_NAME = 'dev-node';
@@ -18,6 +21,13 @@ export interface NodeInfo {
   /** The kubelet listener's port (0: none). */
   kubeletPort: number;
 }
+
+/** The node's capacity (= allocatable): this host's CPUs and memory, and the kubelet's default 110 pods. */
+const NODE_RESOURCES = {
+  cpu: String(Math.max(1, cpus().length)),
+  memory: `${Math.floor(totalmem() / 1024)}Ki`,
+  pods: '110',
+};
 
 /** When the node "was created". */
 const NODE_CREATED = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
@@ -47,6 +57,8 @@ export function nodeObject(node: NodeInfo, withKind = true): Record<string, unkn
     },
     spec: {},
     status: {
+      capacity: NODE_RESOURCES,
+      allocatable: NODE_RESOURCES,
       conditions: [
         condition('MemoryPressure', 'False', 'KubeletHasSufficientMemory', 'kubelet has sufficient memory available'),
         condition('DiskPressure', 'False', 'KubeletHasNoDiskPressure', 'kubelet has no disk pressure'),
@@ -62,7 +74,7 @@ export function nodeObject(node: NodeInfo, withKind = true): Record<string, unkn
         machineID: '',
         systemUUID: '',
         bootID: '',
-        kernelVersion: '',
+        kernelVersion: release(),
         osImage: 'kube-stream-proxy dev cluster',
         containerRuntimeVersion: 'dev://0.1.0',
         kubeletVersion: 'v1.28.0',

@@ -42,6 +42,11 @@ export class PodRegistry extends EventEmitter {
     return this.#version;
   }
 
+  /** Take the next resourceVersion for an object that is not a pod (Services, Events…: one counter, as etcd's). */
+  nextResourceVersion(): number {
+    return ++this.#version;
+  }
+
   /** The oldest resourceVersion a watch can resume after without missing events. */
   get oldestResumable(): number {
     return this.#history.length > 0 ? this.#history[0]!.resourceVersion - 1 : this.#version;

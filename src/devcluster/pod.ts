@@ -3,6 +3,7 @@
  * directory. Rendering it as a v1 Pod object lives in `pod-object.ts`.
  */
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { ContainerProcess, type ContainerSpec } from './container-process.js';
 
 /** What is needed to create a pod. */
@@ -22,8 +23,11 @@ export interface ExecProcess {
   readonly process: { readonly pid: number | undefined };
 }
 
-/** One pod: metadata, containers, main processes and running exec sessions. */
-export class Pod {
+/**
+ * One pod: metadata, containers, main processes and running exec sessions. Emits `exec-failed`
+ * (container, command, message) when an exec could not start its command.
+ */
+export class Pod extends EventEmitter {
   readonly name: string;
   readonly namespace: string;
   readonly uid = randomUUID();
@@ -43,6 +47,7 @@ export class Pod {
   #deleted = false;
 
   constructor(init: PodInit) {
+    super();
     this.name = init.name;
     this.namespace = init.namespace;
     this.containers = init.containers;

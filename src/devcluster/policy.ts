@@ -48,9 +48,19 @@ export interface Decision {
   reason: string;
 }
 
+/** SelfSubjectRulesReview's `status` rules (authorization.k8s.io/v1 ResourceRule / NonResourceRule). */
+export interface SubjectRules {
+  resourceRules: { verbs: string[]; apiGroups?: string[]; resources?: string[]; resourceNames?: string[] }[];
+  nonResourceRules: { verbs: string[]; nonResourceURLs?: string[] }[];
+  /** True when the authorizer cannot list everything it would allow. */
+  incomplete: boolean;
+}
+
 /** Something that decides requests (the policy, or allow-all when there is none). */
 export interface Authorizer {
   authorize(attrs: AuthorizerAttributes): Decision;
+  /** What `user` may do in `namespace` (RBAC's `RulesFor`), for SelfSubjectRulesReview. */
+  rulesFor(user: AuthorizerAttributes['user'], namespace: string): SubjectRules;
 }
 
 /** A policy file that cannot be used. */
@@ -64,6 +74,17 @@ export const DISCOVERY_PATHS: readonly string[] = [
   '/api', '/api/*', '/apis', '/apis/*', '/version', '/version/', '/openapi', '/openapi/*',
   '/healthz', '/livez', '/readyz',
 ];
+
+/**
+ * The `system:basic-user` ClusterRole, granted to `system:authenticated`: every user may ask what
+ * it may do itself (`kubectl auth can-i`).
+ */
+export const BASIC_USER_RULE: PolicyRule = {
+  groups: [ALL_AUTHENTICATED],
+  verbs: ['create'],
+  apiGroups: ['authorization.k8s.io'],
+  resources: ['selfsubjectaccessreviews', 'selfsubjectrulesreviews'],
+};
 
 const STRING_LIST_FIELDS = ['users', 'groups', 'verbs', 'resources', 'apiGroups', 'namespaces', 'names', 'nonResourceURLs'] as const;
 
@@ -156,13 +177,40 @@ export class PolicyAuthorizer implements Authorizer {
     ) {
       return { allowed: true, reason: 'allowed by the built-in system:discovery grant to system:authenticated' };
     }
+    if (appliesTo(BASIC_USER_RULE, attrs) && ruleAllows(BASIC_USER_RULE, attrs)) {
+      return { allowed: true, reason: 'allowed by the built-in system:basic-user grant to system:authenticated' };
+    }
     const index = this.policy.rules.findIndex((rule) => appliesTo(rule, attrs) && ruleAllows(rule, attrs));
     if (index >= 0) return { allowed: true, reason: `allowed by dev-cluster policy rule ${index}` };
     return { allowed: false, reason: '' };
+  }
+
+  rulesFor(user: AuthorizerAttributes['user'], namespace: string): SubjectRules {
+    const applies = (rule: PolicyRule): boolean =>
+      (rule.users ?? []).includes(user.name) || (rule.groups ?? []).some((g) => user.groups.includes(g));
+    const inNamespace = (rule: PolicyRule): boolean =>
+      rule.namespaces === undefined || rule.namespaces.includes('*') || rule.namespaces.includes(namespace);
+    const out: SubjectRules = { resourceRules: [], nonResourceRules: [], incomplete: false };
+    for (const rule of [BASIC_USER_RULE, ...this.policy.rules]) {
+      if (!applies(rule)) continue;
+      if (rule.resources !== undefined && inNamespace(rule)) {
+        const r: SubjectRules['resourceRules'][number] = { verbs: rule.verbs, apiGroups: rule.apiGroups ?? ['*'], resources: rule.resources };
+        if (rule.names !== undefined) r.resourceNames = rule.names;
+        out.resourceRules.push(r);
+      }
+      if (rule.nonResourceURLs !== undefined) out.nonResourceRules.push({ verbs: rule.verbs, nonResourceURLs: rule.nonResourceURLs });
+    }
+    if (user.groups.includes(ALL_AUTHENTICATED)) out.nonResourceRules.push({ verbs: ['get'], nonResourceURLs: [...DISCOVERY_PATHS] });
+    return out;
   }
 }
 
 /** The authorizer when no policy file is given: every authenticated request is allowed. */
 export const ALWAYS_ALLOW: Authorizer = {
   authorize: () => ({ allowed: true, reason: '' }),
+  rulesFor: () => ({
+    resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'] }],
+    nonResourceRules: [{ verbs: ['*'], nonResourceURLs: ['*'] }],
+    incomplete: false,
+  }),
 };

@@ -56,9 +56,15 @@ export async function runExec(
   if (signal.aborted) throw abortError(signal);
 
   // Dev-cluster-only built-ins (builtin-commands.ts) run without a process.
-  const proc =
-    startBuiltinCommand(req.command, streams.tty) ??
-    spawnLocal(req.command, { podName: pod.name, workDir: pod.workDir }, streams.tty, size);
+  let proc: LocalProcess;
+  try {
+    proc =
+      startBuiltinCommand(req.command, streams.tty) ??
+      spawnLocal(req.command, { podName: pod.name, workDir: pod.workDir }, streams.tty, size);
+  } catch (err) {
+    pod.emit('exec-failed', req.container, req.command, (err as Error).message);
+    throw err;
+  }
   const session = new AbortController();
   pod.sessions.add(session);
   const exec = { container: req.container, process: proc };
@@ -95,7 +101,9 @@ export async function runExec(
  * (broadcast to all attachers), attacher stdin is written to the main process's stdin (an attacher's
  * stdin 'end' does NOT close the main stdin unless the container has stdinOnce). Resolves
  * { exitCode } when the main process exits (it is then restarted, restartCount++), or with
- * exitCode 0 when `signal` aborts (the main process keeps running).
+ * exitCode 0 when `signal` aborts (the main process keeps running). Arriving while the main process
+ * is being restarted, it attaches to the restarted one; it rejects (the protocol layer answers with
+ * an error Status) when there is none to attach to, never waiting on a process that is gone.
  */
 export async function runAttach(
   req: RemoteCommandRequest,
@@ -109,7 +117,9 @@ export async function runAttach(
   if (!main || !spec) throw new Error(`container "${req.container}" not found in pod "${pod.name}"`);
   if (pod.deleted) throw new Error(`pod "${pod.name}" is being deleted`);
 
-  const detach = main.attach({ stdout: streams.stdout, stderr: streams.stderr });
+  // Between an exit and the restart this waits for the restarted process (or rejects: stopped,
+  // could not start); stdin is not read until then, so what the client sent goes to that process.
+  const attachment = await main.attach({ stdout: streams.stdout, stderr: streams.stderr }, signal);
   const onResize = (s: TerminalSize): void => main.resize(s);
   streams.resize?.on('resize', onResize);
   const unpipeStdin = streams.stdin
@@ -123,21 +133,19 @@ export async function runAttach(
     : () => undefined;
   try {
     return await new Promise<{ exitCode: number }>((resolve) => {
-      const onExit = (exitCode: number): void => done(exitCode);
       const onAbort = (): void => done(0);
       const done = (exitCode: number): void => {
-        main.off('exit', onExit);
         signal.removeEventListener('abort', onAbort);
         resolve({ exitCode });
       };
-      main.on('exit', onExit);
+      void attachment.exited.then(done);
       signal.addEventListener('abort', onAbort, { once: true });
-      if (pod.deleted) done(0);
+      if (pod.deleted || signal.aborted) done(0);
     });
   } finally {
     unpipeStdin();
     streams.resize?.off('resize', onResize);
-    detach();
+    attachment.detach();
   }
 }
 

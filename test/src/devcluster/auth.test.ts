@@ -255,7 +255,7 @@ describe('impersonation', () => {
 describe('TokenReview and SubjectAccessReview', () => {
   it('appear in discovery', async () => {
     const groups = JSON.parse((await call('GET', '/apis', bearer('t-bob'))).body);
-    expect(groups.groups.map((g: { name: string }) => g.name)).toEqual(['authentication.k8s.io', 'authorization.k8s.io']);
+    expect(groups.groups.map((g: { name: string }) => g.name)).toEqual(['authentication.k8s.io', 'authorization.k8s.io', 'discovery.k8s.io']);
     const authn = JSON.parse((await call('GET', '/apis/authentication.k8s.io/v1', bearer('t-bob'))).body);
     expect(authn).toMatchObject({ kind: 'APIResourceList', groupVersion: 'authentication.k8s.io/v1', resources: [{ name: 'tokenreviews', kind: 'TokenReview', verbs: ['create'] }] });
     const group = JSON.parse((await call('GET', '/apis/authorization.k8s.io', bearer('t-bob'))).body);

@@ -3,6 +3,10 @@ import { PassThrough, Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevCluster, type DevCluster } from '../../../src/devcluster/dev-cluster.js';
 import { runAttach, runExec } from '../../../src/devcluster/runtime.js';
+import { ContainerProcess } from '../../../src/devcluster/container-process.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 let cluster: DevCluster;
 beforeAll(async () => {
@@ -215,5 +219,60 @@ describe('runAttach', () => {
     ctl.abort();
     expect(await done).toEqual({ exitCode: 0 });
     expect(main.pid).toBe(pid);
+  });
+
+  it('arriving during the restart back-off, attaches to the restarted process (stdin kept for it)', async () => {
+    const main = pod().mains.get('rt')!;
+    if (!main.running) await new Promise((r) => main.once('restart', r));
+    // A main process that lives < 1 s is restarted after a back-off: the window of the old hang.
+    const quick = new PassThrough();
+    const first = runAttach(req([]), { stdin: quick, stdout: collector().w, tty: false }, new AbortController().signal);
+    quick.end('exit 0\n');
+    expect(await first).toEqual({ exitCode: 0 });
+    expect(main.running).toBe(false);
+    const before = main.restartCount;
+    const out = collector();
+    const stdin = new PassThrough();
+    const second = runAttach(req([]), { stdin, stdout: out.w, tty: false }, new AbortController().signal);
+    stdin.end('echo again; exit 5\n');
+    expect(await second).toEqual({ exitCode: 5 });
+    expect(out.text()).toBe('again\n');
+    expect(main.restartCount).toBe(before + 1);
+  });
+});
+
+describe('ContainerProcess.attach', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ksp-container-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const spec = (command?: string[]) => ({ name: 'c', image: 'busybox', stdin: true, stdinOnce: false, tty: false, command });
+
+  it('rejects once the container was stopped, instead of waiting', async () => {
+    const main = new ContainerProcess(spec(), { podName: 'p', workDir: dir });
+    main.start();
+    await main.stop();
+    await expect(main.attach({}, new AbortController().signal)).rejects.toThrow('container "c" is not running');
+  });
+
+  it('rejects when the restart cannot start a process (missing executable)', async () => {
+    const main = new ContainerProcess(spec(['/no/such/bin']), { podName: 'p', workDir: dir });
+    main.start();
+    try {
+      await expect(main.attach({}, new AbortController().signal)).rejects.toThrow(/could not start.*no\/such\/bin/);
+    } finally {
+      await main.stop();
+    }
+  });
+
+  it('a waiting attacher is released by its own abort', async () => {
+    const main = new ContainerProcess(spec(['/no/such/bin']), { podName: 'p', workDir: dir });
+    main.start();
+    const ctl = new AbortController();
+    const waiting = main.attach({}, ctl.signal);
+    ctl.abort(new Error('client went away'));
+    await expect(waiting).rejects.toThrow('client went away');
+    await main.stop();
   });
 });
