@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { dirname, resolve } from 'node:path';
-import { startDemoMetrics } from './demo-metrics.js';
+import { METRICS_SERVICE, startDemoMetrics } from './demo-metrics.js';
 import { startDevCluster, type DevClusterOptions } from './devcluster/dev-cluster.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { parseHostPort } from './listen-address.js';
@@ -375,7 +375,7 @@ async function demoCommand(argv: string[]): Promise<number | void> {
     return 0;
   }
   const { host, port } = parseHostPort(values['dev-cluster-listen']);
-  const cluster = await startDevCluster({ host, port });
+  const cluster = await startDevCluster({ host, port, services: [METRICS_SERVICE] });
   const kubeconfig = resolve(values.kubeconfig);
   // The aggregated metrics.k8s.io backend, so `kubectl top` works (docs/aggregation.md).
   const metrics = await startDemoMetrics(dirname(kubeconfig), cluster.url);

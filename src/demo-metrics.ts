@@ -46,16 +46,36 @@ export function metricsAPIService(caBundle: Buffer, service: { namespace: string
   ].join('\n');
 }
 
+/** The Service the demo's APIService names, seeded into the dev cluster at start (`services`). */
+export const METRICS_SERVICE = { namespace: 'kube-system', name: 'metrics-server', ports: [{ name: 'https', port: 443 }], labels: { 'k8s-app': 'metrics-server' } };
+
 /**
- * Issue the PKI into `dir`, start dev-metrics scraping `clusterUrl`, and write the APIService file.
- * `register(port)` says how the APIService names the backend: a Service the dev cluster publishes,
- * or (by default) the backend URL.
+ * Publish dev-metrics' address as the Service's EndpointSlice (what the EndpointSlice controller
+ * does for a real metrics-server pod): one ready `127.0.0.1` endpoint on `port`, port name `https`.
  */
-export async function startDemoMetrics(
-  dir: string,
-  clusterUrl: string,
-  register: (port: number) => { namespace: string; name: string; port: number } | { backendUrl: string } = (port) => ({ backendUrl: `https://127.0.0.1:${port}` }),
-): Promise<DemoMetrics> {
+async function publishEndpointSlice(clusterUrl: string, port: number): Promise<void> {
+  const body = {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: 'metrics-server-dev', namespace: METRICS_SERVICE.namespace, labels: { 'kubernetes.io/service-name': METRICS_SERVICE.name, 'k8s-app': 'metrics-server' } },
+    addressType: 'IPv4',
+    ports: [{ name: 'https', port, protocol: 'TCP' }],
+    endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
+  };
+  const res = await fetch(`${clusterUrl}/apis/discovery.k8s.io/v1/namespaces/${METRICS_SERVICE.namespace}/endpointslices`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (res.status !== 201) throw new Error(`publishing the metrics-server EndpointSlice: ${res.status} ${await res.text()}`);
+}
+
+/**
+ * Issue the PKI into `dir`, start dev-metrics scraping the dev cluster at `clusterUrl` (started
+ * with {@link METRICS_SERVICE} seeded), publish its EndpointSlice, and write the APIService file
+ * naming the Service — so the proxy resolves it as kube-aggregator does.
+ */
+export async function startDemoMetrics(dir: string, clusterUrl: string): Promise<DemoMetrics> {
   const pki = join(dir, 'pki');
   mkdirSync(pki, { recursive: true });
   const ca = await createCa(pki, 'kube-stream-proxy demo CA');
@@ -70,7 +90,13 @@ export async function startDemoMetrics(
     // the caller's own (here: no) credentials reach the backend. The impersonate-mode front-proxy
     // path is exercised by test/aggregation/.
   });
+  try {
+    await publishEndpointSlice(clusterUrl, metrics.port);
+  } catch (e) {
+    await metrics.close();
+    throw e;
+  }
   const apiserviceConfigFile = join(dir, 'apiservices.yaml');
-  writeFileSync(apiserviceConfigFile, metricsAPIService(ca.cert, register(metrics.port)));
+  writeFileSync(apiserviceConfigFile, metricsAPIService(ca.cert, { namespace: METRICS_SERVICE.namespace, name: METRICS_SERVICE.name, port: 443 }));
   return { metrics, apiserviceConfigFile, proxyClientCertFile: frontProxy.certFile, proxyClientKeyFile: frontProxy.keyFile };
 }
