@@ -60,7 +60,8 @@ function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, route: Route, 
   return [['Host', route.host], ...pairs];
 }
 
-async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: HandlerDeps): Promise<FastifyReply> {
+/** Send a plain request along its route and stream the answer back (also used by routes that serve some paths themselves). */
+export async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: HandlerDeps): Promise<FastifyReply> {
   const req = request.raw;
   // The backend and the identity to present there (the caller's own credentials in passthrough).
   const route = routeOf(req, deps.upstream);

@@ -26,6 +26,8 @@ import { healthRoutes, HEALTH_PATHS, type ReadinessCheck } from '../handlers/hea
 import { portforwardRoutes } from '../handlers/portforward.js';
 import { reverseProxyRoutes } from '../handlers/reverse-proxy.js';
 import { apiServiceRoutes } from '../handlers/apiservices.js';
+import { discoveryRoutes } from '../handlers/discovery.js';
+import { DiscoveryService } from './aggregation/discovery-service.js';
 import { sendStatus } from '../handlers/status-reply.js';
 import { rememberUpgrade } from '../handlers/upgrade-context.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
@@ -242,7 +244,13 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   await app.register(execRoutes, deps);
   await app.register(attachRoutes, deps);
   await app.register(portforwardRoutes, deps);
-  if (aggregator) await app.register(apiServiceRoutes, { aggregator });
+  if (aggregator && aggregation) {
+    const discovery = new DiscoveryService(config.upstream, aggregator, app.log);
+    aggregation.apiServices.on('change', () => void discovery.refresh());
+    app.addHook('onClose', async () => discovery.close());
+    await app.register(apiServiceRoutes, { aggregator });
+    await app.register(discoveryRoutes, { ...deps, discovery });
+  }
   await app.register(reverseProxyRoutes, deps);
 
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
