@@ -338,6 +338,20 @@ describe('aggregated API identity (impersonate)', () => {
     }
   });
 
+  it('a browser bearer token in the subprotocol list is authenticated and removed, as for pods; the backend sees the verified caller and the other protocol', async () => {
+    const before = backend.requests.length;
+    const token = `base64url.bearer.authorization.k8s.io.${Buffer.from('alice-token').toString('base64url')}`;
+    const ws = new WebSocket(`${impersonating.url.replace('http', 'ws')}/apis/things.example.com/v1/namespaces/default/widgets/w1/console`, [token, 'plain.kubevirt.io']);
+    await once(ws, 'open');
+    expect(ws.protocol).toBe('plain.kubevirt.io');
+    ws.close();
+    await once(ws, 'close');
+    const seen = backend.requests.slice(before).find((r) => r.url.endsWith('/console'))!;
+    expect(seen.headers['sec-websocket-protocol']).toBe('plain.kubevirt.io');
+    expect(seen.headers['x-remote-user']).toBe('alice');
+    expect(seen.headers.authorization).toBeUndefined();
+  });
+
   it('refuses an unauthenticated caller with 401 before anything reaches the backend', async () => {
     const before = backend.requests.length;
     const res = await fetch(`${impersonating.url}/apis/things.example.com/v1/namespaces/default/widgets`, { headers: { Authorization: 'Bearer wrong' } });
