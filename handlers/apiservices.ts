@@ -7,8 +7,8 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { toAPIServiceJSON, type APIService } from '../src/aggregation/apiservice.js';
 import type { Aggregator } from '../src/aggregation/aggregator.js';
-import { AGE_COLUMN, humanDuration, NAME_COLUMN, table, wantsTable, type TableColumnDefinition } from '../src/meta-table.js';
-import { errorStatus, notFoundStatus } from '../src/status.js';
+import { AGE_COLUMN, includeObjectPolicy, NAME_COLUMN, table, translateTimestampSince, wantsTable, type TableColumnDefinition } from '../src/meta-table.js';
+import { errorStatus, notFoundStatus, type V1Status } from '../src/status.js';
 import { sendStatus } from './status-reply.js';
 
 /** The group's name. */
@@ -47,12 +47,18 @@ const COLUMNS: TableColumnDefinition[] = [
 ];
 
 /** kube-aggregator's printer: `Local` or `ns/name`; `True`, or `False (Reason)`. */
-function cellsOf(a: APIService, now: number): unknown[] {
+function cellsOf(a: APIService): unknown[] {
   const service = a.spec.service ? `${a.spec.service.namespace}/${a.spec.service.name}` : a.backendURL ? a.backendURL.origin : 'Local';
   const c = a.status.conditions.find((x) => x.type === 'Available');
   const available = !c ? 'Unknown' : c.status === 'True' ? 'True' : `${c.status}${c.reason ? ` (${c.reason})` : ''}`;
-  const created = Date.parse(String((toJSON(a).metadata as Record<string, unknown>).creationTimestamp ?? ''));
-  return [a.metadata.name, service, available, Number.isNaN(created) ? '<unknown>' : humanDuration(now - created)];
+  return [a.metadata.name, service, available, translateTimestampSince(a.metadata.creationTimestamp)];
+}
+
+/** The Table of `items`, or the 400 Status for a bad `includeObject`. */
+function printed(items: readonly APIService[], query: Record<string, string | undefined>): { ok: true; table: Record<string, unknown> } | { ok: false; status: V1Status } {
+  const include = includeObjectPolicy(new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined)));
+  if (!include.ok) return include;
+  return { ok: true, table: table(COLUMNS, items.map((a) => ({ cells: cellsOf(a), object: toJSON(a) })), '', include.value) };
 }
 
 function toJSON(a: APIService): Record<string, unknown> & { metadata: Record<string, unknown> } {
@@ -71,18 +77,19 @@ export const apiServiceRoutes: FastifyPluginAsync<APIServiceRouteOptions> = asyn
       return sendStatus(reply, errorStatus(405, 'watch is not supported on apiservices by this proxy', 'MethodNotAllowed'));
     }
     const items = o.aggregator.list().sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
-    const asTable = wantsTable(request.headers.accept);
-    if (asTable) {
-      const now = Date.now();
-      return reply.type('application/json').send(table(asTable, COLUMNS, items.map(toJSON), (json) => cellsOf(items.find((a) => a.metadata.name === json.metadata.name)!, now)));
+    if (wantsTable(request.headers.accept)) {
+      const t = printed(items, query);
+      return t.ok ? reply.type('application/json').send(t.table) : sendStatus(reply, t.status);
     }
     return reply.type('application/json').send({ kind: 'APIServiceList', apiVersion: `${APIREGISTRATION_GROUP}/v1`, metadata: { resourceVersion: '' }, items: items.map(toJSON) });
   });
   scope.get<{ Params: { name: string } }>(`/apis/${APIREGISTRATION_GROUP}/v1/apiservices/:name`, async (request, reply) => {
     const a = o.aggregator.get(request.params.name);
     if (!a) return sendStatus(reply, notFoundStatus(`apiservices.${APIREGISTRATION_GROUP}`, request.params.name));
-    const asTable = wantsTable(request.headers.accept);
-    if (asTable) return reply.type('application/json').send(table(asTable, COLUMNS, [toJSON(a)], () => cellsOf(a, Date.now())));
+    if (wantsTable(request.headers.accept)) {
+      const t = printed([a], request.query as Record<string, string | undefined>);
+      return t.ok ? reply.type('application/json').send(t.table) : sendStatus(reply, t.status);
+    }
     return reply.type('application/json').send(toJSON(a));
   });
 };

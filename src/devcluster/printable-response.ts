@@ -5,7 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { sendJson, sendStatus } from './http-json.js';
 import type { Printer } from './printers.js';
-import { includeObjectPolicy, table, wantsTable } from './table.js';
+import { includeObjectPolicy, table, wantsTable } from '../meta-table.js';
 
 type Json = Record<string, unknown>;
 

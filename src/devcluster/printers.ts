@@ -8,15 +8,10 @@
  * docs of the fields, as recorded from real answers); services and endpointslices carry the first
  * sentence of theirs.
  */
-import type { TableColumnDefinition } from './table.js';
-import { translateTimestampSince } from './table.js';
+import { AGE_COLUMN, NAME_COLUMN, translateTimestampSince, type TableColumnDefinition } from '../meta-table.js';
 
 type Json = Record<string, unknown>;
 
-const NAME_DOC =
-  'Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names';
-const AGE_DOC =
-  'CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata';
 const NODE_ADDRESSES_DOC =
   "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP).";
 
@@ -27,8 +22,8 @@ const col = (name: string, description: string, priority = 0, format = ''): Tabl
   description,
   priority,
 });
-const nameCol = (priority = 0): TableColumnDefinition => col('Name', NAME_DOC, priority, 'name');
-const ageCol = (): TableColumnDefinition => col('Age', AGE_DOC);
+const nameCol = (priority = 0): TableColumnDefinition => ({ ...NAME_COLUMN, priority });
+const ageCol = (): TableColumnDefinition => AGE_COLUMN;
 
 /** A resource's columns and how one object becomes its cells. */
 export interface Printer {

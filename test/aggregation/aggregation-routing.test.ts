@@ -19,6 +19,7 @@ import { resolveConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { createCa, createClientCert, createServerCert, type CertAndKey } from '../helpers/certs.js';
 import { counterValue } from '../helpers/metrics.js';
+import { waitFor } from '../helpers/wait.js';
 import { deterministicBytes } from '../helpers/random-data.js';
 import { startExtensionApiServer, type ExtensionApiServer } from './extension-apiserver.js';
 
@@ -67,16 +68,6 @@ spec:
   versionPriority: 15
 `;
   return withThings ? `${things}---\n${local}` : local;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 async function condition(name: string): Promise<{ status: string; reason: string } | undefined> {

@@ -18,19 +18,10 @@ import { writeKubeconfig } from '../../src/kubeconfig.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
 import { counterValue } from '../helpers/metrics.js';
+import { waitFor } from '../helpers/wait.js';
 
 const skipReason = kubectlE2eSkipReason();
 const VERSIONS: KubectlVersion[] = ['1.27', '1.33'];
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe.skipIf(skipReason !== undefined)('kubectl → proxy → aggregated metrics.k8s.io (dev-metrics) and the dev cluster', () => {
   const dir = mkdtempSync(join(tmpdir(), 'ksp-agg-e2e-'));

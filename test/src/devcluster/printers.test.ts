@@ -13,7 +13,7 @@ import {
   POD_PRINTER,
   SERVICE_PRINTER,
 } from '../../../src/devcluster/printers.js';
-import { humanDuration, wantsTable } from '../../../src/devcluster/table.js';
+import { humanDuration, wantsTable } from '../../../src/meta-table.js';
 
 const fixture = (name: string): any => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
 /** The Accept header kubectl sends for `kubectl get` (human-readable output). */
