@@ -127,6 +127,26 @@ describe('aggregated API routing (passthrough)', () => {
     expect(probe.headers['x-remote-group']).toBe('system:masters');
   });
 
+  it('aggregated discovery lists the backend group-version, read through its legacy /apis/<g>/<v> after a 406, from the cache: discovery requests never reach the backend', async () => {
+    const fetchesBefore = backend.requests.filter((r) => r.url === '/apis' || r.url === '/apis/things.example.com/v1').length;
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${proxy.url}/apis`, { headers: { Accept: 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList' } });
+      const doc = (await res.json()) as { items: { metadata: { name: string }; versions: { version: string; freshness: string; resources: { resource: string; scope: string; subresources?: { subresource: string }[] }[] }[] }[] };
+      const things = doc.items.find((g) => g.metadata.name === 'things.example.com')!;
+      expect(things.versions).toEqual([
+        {
+          version: 'v1',
+          freshness: 'Current',
+          resources: [expect.objectContaining({ resource: 'widgets', scope: 'Namespaced', subresources: [expect.objectContaining({ subresource: 'console' })] })],
+        },
+      ]);
+    }
+    const fetchesAfter = backend.requests.filter((r) => r.url === '/apis' || r.url === '/apis/things.example.com/v1').length;
+    // Only the availability probe may have come by meanwhile (every second in this test); five discovery answers cost no fetch each.
+    expect(fetchesAfter - fetchesBefore).toBeLessThan(5);
+    expect(backend.requests.some((r) => r.url === '/apis' && String(r.headers.accept).includes('apidiscovery.k8s.io'))).toBe(true);
+  });
+
   it('leaves a local APIService and every other path to the primary upstream', async () => {
     for (const path of ['/apis/apps/v1/deployments', '/api/v1/pods', '/apis/unregistered.example.com/v1/x']) {
       const res = await fetch(`${proxy.url}${path}`);

@@ -65,6 +65,8 @@ export async function startExtensionApiServer(tls: { cert: Buffer; key: Buffer; 
       res.writeHead(code, { 'Content-Type': 'application/json', ...headers });
       res.end(JSON.stringify(body));
     };
+    // Like an old server without aggregated discovery that refuses the aggregated type outright.
+    if (path === '/apis') return json(406, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'not acceptable', reason: 'NotAcceptable', code: 406 });
     if (path === '/apis/things.example.com/v1') return json(200, RESOURCES);
     if (path === '/apis/things.example.com/v1/namespaces/default/widgets') {
       if ((req.url ?? '').includes('watch=true')) {
