@@ -6,7 +6,7 @@
  * readable, never throw for it.
  */
 import { execFileSync } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** What `/proc/<pid>/stat` says about one process. */
@@ -97,9 +97,14 @@ export const CLOCK_TICKS_PER_SECOND: number = (() => {
   }
 })();
 
-async function readText(file: string): Promise<string | undefined> {
+/**
+ * Read a small `/proc` file synchronously: procfs files are generated in memory and read in
+ * microseconds, while one promise per file cost ~0.4 ms of CPU each (a scrape of ~100 processes
+ * took 40 ms with fs/promises).
+ */
+function readText(file: string): string | undefined {
   try {
-    return await readFile(file, 'utf8');
+    return readFileSync(file, 'utf8');
   } catch {
     return undefined; // gone, or not ours to read
   }
@@ -109,32 +114,30 @@ async function readText(file: string): Promise<string | undefined> {
 export async function readAllProcessStats(procRoot = '/proc'): Promise<Map<number, ProcessStat>> {
   let names: string[];
   try {
-    names = await readdir(procRoot);
+    names = readdirSync(procRoot);
   } catch {
     return new Map();
   }
   const stats = new Map<number, ProcessStat>();
-  await Promise.all(
-    names
-      .filter((n) => /^\d+$/.test(n))
-      .map(async (n) => {
-        const text = await readText(join(procRoot, n, 'stat'));
-        const stat = text === undefined ? undefined : parseProcessStat(text);
-        if (stat) stats.set(stat.pid, stat);
-      }),
-  );
+  for (const n of names) {
+    if (!/^\d+$/.test(n)) continue;
+    const text = readText(join(procRoot, n, 'stat'));
+    const stat = text === undefined ? undefined : parseProcessStat(text);
+    if (stat) stats.set(stat.pid, stat);
+  }
   return stats;
 }
 
 /** One process's resident set size in bytes (0 when it is gone). */
 export async function readProcessRss(pid: number, procRoot = '/proc'): Promise<number> {
-  const text = await readText(join(procRoot, String(pid), 'status'));
+  const text = readText(join(procRoot, String(pid), 'status'));
   return text === undefined ? 0 : parseStatusRss(text);
 }
 
 /** The machine's busy CPU ticks and used memory (undefined parts when `/proc` lacks them). */
 export async function readMachineStats(procRoot = '/proc'): Promise<{ cpu?: MachineCpu; memoryBytes?: number }> {
-  const [stat, meminfo] = await Promise.all([readText(join(procRoot, 'stat')), readText(join(procRoot, 'meminfo'))]);
+  const stat = readText(join(procRoot, 'stat'));
+  const meminfo = readText(join(procRoot, 'meminfo'));
   return {
     cpu: stat === undefined ? undefined : parseMachineCpu(stat),
     memoryBytes: meminfo === undefined ? undefined : parseMachineMemory(meminfo),

@@ -3,10 +3,11 @@
  * containers' cgroups, but read from `/proc` since dev-cluster pods are plain local processes.
  *
  * Which processes are a container's (its "cgroup"): the container's main process, the processes
- * exec'd into it (`Pod.execs`), and every process in their process groups or below them in the
- * process tree (each of those roots leads its own process group: they are started detached or on
- * a pty). A process that leaves both (`setsid` and reparented to init) escapes, as it would not
- * from a cgroup.
+ * exec'd into it (`Pod.execs`), every process in their process groups or below them in the process
+ * tree (each of those roots leads its own process group: they are started detached or on a pty),
+ * and, as a cgroup keeps its members, every process that was a member at the previous collection
+ * and still runs (so a child that got a group of its own and was then reparented to init stays).
+ * Only a process that leaves both group and tree between two collections escapes.
  *
  * CPU: a cgroup's usage is a counter that keeps the time of processes that have exited. Here the
  * counter is the sum over live members of utime+stime+cutime+cstime (a reaped child's time moves
@@ -71,16 +72,23 @@ export interface ResourceMetricsOptions {
 }
 
 /**
- * The container each process belongs to: a root's own, else its process group leader's when that
- * is a root, else its nearest ancestor's. `roots` maps root pids to container keys.
+ * The container each process belongs to: a root's own, else the one it belonged to before (`known`,
+ * when it is the same process: same start time), else its process group leader's when that is a
+ * root, else its nearest ancestor's. `roots` maps root pids to container keys.
  */
-export function assignProcesses(roots: ReadonlyMap<number, string>, stats: ReadonlyMap<number, ProcessStat>): Map<number, string> {
+export function assignProcesses(
+  roots: ReadonlyMap<number, string>,
+  stats: ReadonlyMap<number, ProcessStat>,
+  known: ReadonlyMap<number, { key: string; startTicks: number }> = new Map(),
+): Map<number, string> {
   const owner = new Map<number, string | null>();
   const resolve = (pid: number, depth: number): string | null => {
-    const known = owner.get(pid);
-    if (known !== undefined) return known;
+    const memo = owner.get(pid);
+    if (memo !== undefined) return memo;
     let key: string | null = roots.get(pid) ?? null;
     const stat = stats.get(pid);
+    const before = known.get(pid);
+    if (key === null && stat && before && before.startTicks === stat.startTicks) key = before.key;
     if (key === null && stat) {
       key = roots.get(stat.pgrp) ?? null;
       if (key === null && stat.ppid > 1 && stat.ppid !== pid && depth < 64) key = resolve(stat.ppid, depth + 1);
@@ -146,7 +154,9 @@ export class ResourceMetricsCollector {
       }
     }
     const [stats, machine] = await Promise.all([readAllProcessStats(this.#procRoot), readMachineStats(this.#procRoot)]);
-    const owners = assignProcesses(roots, stats);
+    const known = new Map<number, { key: string; startTicks: number }>();
+    for (const [key, counter] of this.#counters) for (const [pid, p] of counter.seen) known.set(pid, { key, startTicks: p.startTicks });
+    const owners = assignProcesses(roots, stats, known);
     const members = new Map<string, ProcessStat[]>();
     for (const [pid, key] of owners) {
       const list = members.get(key) ?? [];

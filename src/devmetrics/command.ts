@@ -33,7 +33,8 @@ Flags:
                                           <service>.<namespace>.svc, e.g. metrics-server.kube-system.svc.
   --tls-private-key-file PATH             PEM key of --tls-cert-file.
   --requestheader-client-ca-file PATH     Accept only front proxies with a client certificate of this CA and
-                                          take the user from their X-Remote-* headers (needs TLS); others get 401.
+                                          take the user from their X-Remote-* headers (needs TLS); others get 401
+                                          (/healthz, /livez, /readyz stay open to probes).
   --requestheader-allowed-names A,B       Front-proxy certificate CommonNames allowed (default: any).
   --requestheader-username-headers H,…    Default X-Remote-User.
   --requestheader-group-headers H,…       Default X-Remote-Group.

@@ -97,6 +97,9 @@ export interface DevMetrics {
 
 const REQUEST_LOG_LIMIT = 10_000;
 
+/** Paths answered without authentication, as metrics-server lets kubelet probes reach them. */
+const HEALTH_PATHS = new Set(['/healthz', '/livez', '/readyz']);
+
 /** Start dev-metrics; resolves once it listens (the first scrape is then under way). */
 export async function startDevMetrics(options: DevMetricsOptions): Promise<DevMetrics> {
   const host = options.host ?? '127.0.0.1';
@@ -125,7 +128,7 @@ export async function startDevMetrics(options: DevMetricsOptions): Promise<DevMe
   };
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const entry: DevMetricsRequest = { method: req.method ?? 'GET', url: req.url ?? '/' };
-    if (requestHeader) {
+    if (requestHeader && !HEALTH_PATHS.has(new URL(entry.url, 'http://dev-metrics').pathname)) {
       const auth = authenticateFrontProxy(req, requestHeader);
       if (!auth.ok) {
         entry.refused = auth.reason;

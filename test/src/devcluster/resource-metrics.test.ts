@@ -28,6 +28,15 @@ describe('assignProcesses', () => {
     const owners = assignProcesses(new Map([[100, 'A'], [300, 'B']]), stats);
     expect(Object.fromEntries(owners)).toEqual({ 100: 'A', 101: 'A', 102: 'A', 103: 'A', 300: 'B', 301: 'B' });
   });
+  it('keeps a former member that left its group and was reparented, if it is the same process', () => {
+    const stats = new Map([stat(1, 0, 1), stat(100, 50, 100), stat(104, 1, 104), stat(105, 104, 104)].map((s) => [s.pid, s]));
+    const roots = new Map([[100, 'A']]);
+    expect(assignProcesses(roots, stats).has(104)).toBe(false);
+    const owners = assignProcesses(roots, stats, new Map([[104, { key: 'A', startTicks: 1040 }]]));
+    expect(Object.fromEntries(owners)).toEqual({ 100: 'A', 104: 'A', 105: 'A' });
+    // A new process that reused the pid (another start time) is not the member.
+    expect(assignProcesses(roots, stats, new Map([[104, { key: 'A', startTicks: 1 }]])).has(104)).toBe(false);
+  });
   it('survives a ppid cycle', () => {
     const stats = new Map([stat(5, 6, 5), stat(6, 5, 6)].map((s) => [s.pid, s]));
     expect(assignProcesses(new Map(), stats).size).toBe(0);
@@ -120,4 +129,37 @@ describe('ResourceMetricsCollector over a fake /proc', () => {
     expect(s.containers[0]!.cpuSeconds).toBe(0.2);
     expect(s.containers[0]!.startTimeSeconds).toBe(Date.parse('2026-01-01T00:01:00.000Z') / 1000);
   });
+});
+
+describe('ResourceMetricsCollector over real dev-cluster processes', () => {
+  it("charges an exec'd busy loop to its container, children included, and keeps its time after it exits", async () => {
+    const { startDevCluster } = await import('../../../src/devcluster/dev-cluster.js');
+    const { runExec } = await import('../../../src/devcluster/runtime.js');
+    const { defaultContainer } = await import('../../../src/devcluster/pod-registry.js');
+    const cluster = await startDevCluster({});
+    try {
+      const pod = cluster.pods.create({ name: 'two', containers: [defaultContainer('a'), defaultContainer('b')] });
+      const c = new ResourceMetricsCollector(cluster.pods);
+      const cpuOf = async (container: string): Promise<number> =>
+        (await c.collect()).containers.find((x) => x.pod === 'two' && x.container === container)!.cpuSeconds;
+      // A shell (the exec'd root) whose child burns CPU: the child is charged through the process
+      // tree. The abort below (SIGTERM to the session's process group) ends both.
+      const abort = new AbortController();
+      const exec = runExec({ pod, container: 'b', command: ['sh', '-c', 'sh -c "while :; do :; done"; true'] }, { tty: false }, abort.signal);
+      const deadline = Date.now() + 20_000;
+      let busy = 0;
+      while (busy < 0.3 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100)); // poll until 0.3 s of CPU was used; bounded
+        busy = await cpuOf('b');
+      }
+      expect(busy).toBeGreaterThanOrEqual(0.3);
+      expect(await cpuOf('a')).toBeLessThan(busy);
+      abort.abort();
+      await exec;
+      expect(pod.execs.size).toBe(0);
+      expect(await cpuOf('b')).toBeGreaterThanOrEqual(busy); // the exited session's time is kept
+    } finally {
+      await cluster.close();
+    }
+  }, 30_000);
 });

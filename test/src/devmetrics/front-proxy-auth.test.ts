@@ -38,16 +38,16 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function call(o: { client?: CertAndKey; headers?: Record<string, string | string[]>; servername?: string }): Promise<{ code: number; body: any }> {
+function call(o: { client?: CertAndKey; headers?: Record<string, string | string[]>; servername?: string; path?: string }): Promise<{ code: number; body: any }> {
   return new Promise((resolve, reject) => {
     const req = request(
-      `${metrics.url}/apis/metrics.k8s.io/v1beta1`,
+      `${metrics.url}${o.path ?? '/apis/metrics.k8s.io/v1beta1'}`,
       { ca: ca.cert, servername: o.servername ?? SNI, cert: o.client?.cert, key: o.client?.key, headers: o.headers, agent: false },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (c: string) => (text += c));
-        res.on('end', () => resolve({ code: res.statusCode!, body: JSON.parse(text) }));
+        res.on('end', () => resolve({ code: res.statusCode!, body: text.startsWith('{') ? JSON.parse(text) : text }));
       },
     );
     req.on('error', reject);
@@ -92,6 +92,14 @@ describe('dev-metrics behind a front proxy', () => {
     expect(r.body).toEqual({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'Unauthorized', reason: 'Unauthorized', code: 401 });
     expect(metrics.requests.at(-1)).toMatchObject({ refused: reason });
     expect(metrics.requests.at(-1)!.user).toBeUndefined();
+  });
+});
+
+describe('health checks', () => {
+  it('answers /healthz and /livez without a front-proxy certificate (probes)', async () => {
+    expect(await call({ path: '/healthz' })).toEqual({ code: 200, body: 'ok' });
+    expect(await call({ path: '/livez' })).toEqual({ code: 200, body: 'ok' });
+    expect((await call({ path: '/healthz/../apis' })).code).toBe(401); // normalised to /apis
   });
 });
 
