@@ -16,7 +16,7 @@ import { routeVia } from '../routing/route.js';
 import type { RouteDecision, RouteResolver } from '../routing/router.js';
 import { errorStatus } from '../status.js';
 import { isLocal, type APIService } from './apiservice.js';
-import { APIServiceBackend, type BackendTransportOptions } from './apiservice-backend.js';
+import { APIServiceBackend, backendKey, type BackendTransportOptions } from './apiservice-backend.js';
 import { AvailabilityController, type AvailabilityOptions } from './availability.js';
 
 /** Options of {@link Aggregator}. */
@@ -53,7 +53,7 @@ export class Aggregator implements RouteResolver {
     for (const a of apiServices) {
       if (isLocal(a)) continue;
       const existing = this.#backends.get(a.metadata.name);
-      const keep = existing && existing.key === new APIServiceBackend(a, this.#o.transport).key && existing.apiService.spec.group === a.spec.group;
+      const keep = existing && existing.key === backendKey(a) && existing.apiService.spec.group === a.spec.group && existing.apiService.spec.version === a.spec.version;
       backends.set(a.metadata.name, keep ? existing : new APIServiceBackend(a, this.#o.transport));
     }
     for (const [name, backend] of this.#backends) if (backends.get(name) !== backend) backend.close();
