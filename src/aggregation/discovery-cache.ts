@@ -54,7 +54,7 @@ export interface DiscoveryTimers {
 export interface DiscoveryCacheOptions {
   /** GET on the primary upstream (with the proxy's own credentials). */
   fetchUpstream: DiscoveryFetch;
-  /** GET on the backend of a non-local APIService (its transport and identity headers). */
+  /** GET on the backend of a non-local APIService (its transport and identity headers); called once per backend per refresh, so return a cached transport. */
   fetchBackend: (apiService: APIService) => DiscoveryFetch;
   /** The APIServices in force at start. */
   apiServices: readonly APIService[];

@@ -136,3 +136,20 @@ export function ifNoneMatchHits(ifNoneMatch: string | undefined, etag: string): 
 export function discoveryHeaders(contentType: string, etag: string): Record<string, string> {
   return { 'content-type': contentType, etag, vary: 'Accept', 'cache-control': 'public' };
 }
+
+/** A discovery answer ready to send: 200 with the body, or 304 without one. */
+export interface DiscoveryReply {
+  statusCode: 200 | 304;
+  headers: Record<string, string>;
+  body: Buffer | undefined;
+}
+
+/**
+ * The answer for a cached document (`ServeHTTPWithETag`): its caching headers always, and 304 with
+ * no body when `ifNoneMatch` names its ETag.
+ */
+export function discoveryReply(doc: { body: Buffer; etag: string; contentType: string }, ifNoneMatch: string | undefined): DiscoveryReply {
+  const headers = discoveryHeaders(doc.contentType, doc.etag);
+  if (ifNoneMatchHits(ifNoneMatch, doc.etag)) return { statusCode: 304, headers, body: undefined };
+  return { statusCode: 200, headers, body: doc.body };
+}

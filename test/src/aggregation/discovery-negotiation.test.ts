@@ -6,6 +6,7 @@ import {
   AGGREGATED_CONTENT_TYPE_V2BETA1,
   discoveryETag,
   discoveryHeaders,
+  discoveryReply,
   ifNoneMatchHits,
   negotiateDiscovery,
   notAcceptableStatus,
@@ -85,5 +86,16 @@ describe('discoveryETag and If-None-Match', () => {
 
   it('gives the caching headers', () => {
     expect(discoveryHeaders(AGGREGATED_CONTENT_TYPE_V2, etag)).toEqual({ 'content-type': AGGREGATED_CONTENT_TYPE_V2, etag, vary: 'Accept', 'cache-control': 'public' });
+  });
+});
+
+describe('discoveryReply', () => {
+  it('sends 200 with the body, then 304 without one for the same ETag', () => {
+    const body = Buffer.from('{"kind":"APIGroupList","apiVersion":"v1","groups":[]}');
+    const doc = { body, etag: discoveryETag(body), contentType: 'application/json' };
+    const first = discoveryReply(doc, undefined);
+    expect(first).toEqual({ statusCode: 200, headers: discoveryHeaders('application/json', doc.etag), body });
+    expect(discoveryReply(doc, first.headers.etag)).toEqual({ statusCode: 304, headers: first.headers, body: undefined });
+    expect(discoveryReply(doc, '"other"').statusCode).toBe(200);
   });
 });
