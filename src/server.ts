@@ -246,7 +246,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   await app.register(portforwardRoutes, deps);
   if (aggregator && aggregation) {
     const discovery = new DiscoveryService(config.upstream, aggregator, app.log);
-    aggregation.apiServices.on('change', () => void discovery.refresh());
+    aggregation.apiServices.on('change', () => discovery.setAPIServices(aggregator.list()));
     app.addHook('onClose', async () => discovery.close());
     await app.register(apiServiceRoutes, { aggregator });
     await app.register(discoveryRoutes, { ...deps, discovery });

@@ -77,7 +77,7 @@ export class APIServiceConfig extends EventEmitter<APIServiceConfigEvents> {
   #watcher: FSWatcher | undefined;
   #debounce: NodeJS.Timeout | undefined;
   #poll: NodeJS.Timeout | undefined;
-  #reloading = false;
+  #running: Promise<void> | undefined;
   #again = false;
   #closed = false;
   readonly #log: APIServiceConfigLogger;
@@ -115,22 +115,27 @@ export class APIServiceConfig extends EventEmitter<APIServiceConfigEvents> {
     return this.#current;
   }
 
-  /** Re-read the file now (also what the watcher and the poll call). Resolves when that read is done. */
-  async reload(): Promise<void> {
-    if (this.#closed) return;
-    if (this.#reloading) {
+  /**
+   * Re-read the file now (also what the watcher and the poll call). Resolves when a read that
+   * started after this call is done; calls during a read coalesce into one more read.
+   */
+  reload(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    if (this.#running) {
       this.#again = true;
-      return;
+      return this.#running;
     }
-    this.#reloading = true;
-    try {
-      do {
-        this.#again = false;
-        await this.#reloadOnce();
-      } while (this.#again && !this.#closed);
-    } finally {
-      this.#reloading = false;
-    }
+    this.#running = (async () => {
+      try {
+        do {
+          this.#again = false;
+          await this.#reloadOnce();
+        } while (this.#again && !this.#closed);
+      } finally {
+        this.#running = undefined;
+      }
+    })();
+    return this.#running;
   }
 
   /** Stop watching; no events are emitted afterwards. */

@@ -10,11 +10,12 @@
  * source, the document (and its first line) and the field, in the Kubernetes field-error style
  * (`spec.versionPriority: Invalid value: 0: must be positive and less than 1000`).
  *
- * Loading this module loads `@kubernetes/client-node` (about 1.5 s on this machine class): import it
- * lazily, only when `--apiservice-config` is given. Modules that only need the type use `import type`.
+ * Loading this module loads `@kubernetes/client-node` (through `yaml-documents.ts`; about 1.5 s on
+ * this machine class): import it lazily, only when `--apiservice-config` is given. Modules that only
+ * need the type use `import type`.
  */
-import { loadAllYaml } from '@kubernetes/client-node';
 import { ConfigError } from '../errors.js';
+import { loadYamlDocuments } from './yaml-documents.js';
 
 /** The annotation naming a backend outside any cluster: `https://host[:port]`, no path or query. */
 export const BACKEND_URL_ANNOTATION = 'kube-stream-proxy.io/backend-url';
@@ -313,64 +314,6 @@ function toAPIService(obj: Record<string, unknown>, errs: FieldErrors): APIServi
   };
 }
 
-// --- documents ---------------------------------------------------------------------------------
-
-interface YamlDocument {
-  /** 1-based position in the file. */
-  index: number;
-  /** 1-based line of the document's first line. */
-  line: number;
-  text: string;
-}
-
-/**
- * Split a YAML stream at `---` / `...` markers (column 0, as the YAML spec reserves them), so an
- * empty document (a trailing `---`, a comment-only document) can be skipped: client-node's
- * `loadAllYaml` fails on a null document with a TypeError.
- */
-function splitDocuments(text: string): YamlDocument[] {
-  const docs: YamlDocument[] = [];
-  let current: string[] = [];
-  let startLine = 1;
-  const lines = text.split(/\r?\n/);
-  const flush = (nextStart: number) => {
-    docs.push({ index: docs.length + 1, line: startLine, text: current.join('\n') });
-    current = [];
-    startLine = nextStart;
-  };
-  lines.forEach((l, i) => {
-    if (/^---(\s|$)/.test(l)) {
-      flush(i + 1);
-      current.push(l.slice(3));
-    } else if (/^\.\.\.(\s|$)/.test(l)) {
-      flush(i + 2);
-    } else {
-      current.push(l);
-    }
-  });
-  flush(lines.length + 1);
-  return docs.filter((d) => !d.text.split('\n').every(isBlankOrComment)).map((d, i) => ({ ...d, index: i + 1 }));
-}
-
-function isBlankOrComment(l: string): boolean {
-  const t = l.trim();
-  return t === '' || t.startsWith('#') || t.startsWith('%');
-}
-
-interface YamlErrorLike {
-  reason?: string;
-  mark?: { line?: number; column?: number };
-}
-
-function describeYamlError(e: unknown, doc: YamlDocument): string {
-  const y = e as YamlErrorLike;
-  if (y && typeof y.reason === 'string' && y.mark && typeof y.mark.line === 'number') {
-    return `invalid YAML: ${y.reason} (line ${doc.line + y.mark.line}, column ${(y.mark.column ?? 0) + 1})`;
-  }
-  if (e instanceof TypeError) return 'is not an object';
-  return `cannot be decoded: ${e instanceof Error ? e.message : String(e)}`;
-}
-
 const LIST_KINDS = new Set(['List', 'APIServiceList']);
 const APISERVICE_VERSIONS = new Set(['apiregistration.k8s.io/v1', 'apiregistration.k8s.io/v1beta1']);
 
@@ -409,24 +352,20 @@ export function parseAPIServices(text: string, source: string): APIService[] {
     else out.push(a);
   };
 
-  for (const doc of splitDocuments(text)) {
-    const where = `document ${doc.index} (line ${doc.line})`;
-    let objs: unknown[];
-    try {
-      objs = loadAllYaml(doc.text, { filename: source });
-    } catch (e) {
-      problems.push(`${where}: ${describeYamlError(e, doc)}`);
+  for (const doc of loadYamlDocuments(text, source)) {
+    if ('error' in doc) {
+      problems.push(`${doc.where}: ${doc.error}`);
       continue;
     }
-    for (const obj of objs) {
+    for (const obj of doc.objects) {
       if (isRecord(obj) && typeof obj.kind === 'string' && LIST_KINDS.has(obj.kind)) {
         if (!Array.isArray(obj.items)) {
-          problems.push(`${where}: items: Required value: a ${obj.kind} needs an items array`);
+          problems.push(`${doc.where}: items: Required value: a ${obj.kind} needs an items array`);
           continue;
         }
-        obj.items.forEach((item, i) => accept(item, `${where}, items[${i}]`));
+        obj.items.forEach((item, i) => accept(item, `${doc.where}, items[${i}]`));
       } else {
-        accept(obj, where);
+        accept(obj, doc.where);
       }
     }
   }
