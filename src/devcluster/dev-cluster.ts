@@ -1,6 +1,7 @@
 /**
  * The embedded development cluster: one HTTP (or HTTPS) server that answers what kubectl needs of a
- * kube-apiserver (legacy discovery, namespaces, pods with watch, nodes) and serves pods/exec,
+ * kube-apiserver (legacy discovery, namespaces, pods with watch, the node, services, endpointslices,
+ * events, self reviews, Table printing) and serves pods/exec,
  * pods/attach and pods/portforward as a pre-1.30 kubelet does (SPDY/3.1 and the legacy WebSocket
  * protocols, no v5). Pods run REAL local processes, each in its own working directory.
  *
