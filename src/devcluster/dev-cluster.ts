@@ -22,6 +22,7 @@ import { AccessControl, type AccessDecision } from './access-control.js';
 import { DevClusterRuntime } from './cluster-runtime.js';
 import { createCoreApiHandler } from './core-api.js';
 import { createObjectResources, type DevClusterServiceSeed } from './cluster-objects.js';
+import { kubernetesServiceSeed } from './services.js';
 import { sendStatus } from './http-json.js';
 import { startKubeletServer, type KubeletServer } from './kubelet-server.js';
 import { NODE_NAME, type NodeInfo } from './nodes.js';
@@ -216,6 +217,8 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     throw err;
   }
   const port = (server.address() as { port: number }).port;
+  // Like every cluster, `default/kubernetes` points at the API server (known once it listens).
+  if (!objects.resources.services!.store.get('default', 'kubernetes')) objects.seed(kubernetesServiceSeed(addressFor(host), port));
   const urlHost = host.includes(':') ? `[${host}]` : host;
   address = `${urlHost}:${port}`;
 

@@ -117,7 +117,12 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined).each(TARGETS)('$name', (ta
     const svc = await kubectl('get', 'svc', '-A');
     expect(svc.code, svc.summary).toBe(0);
     expect(header(svc.out)).toEqual(['NAMESPACE', 'NAME', 'TYPE', 'CLUSTER-IP', 'EXTERNAL-IP', 'PORT(S)', 'AGE']);
-    expect(rows(svc.out)).toEqual([['kube-system', 'metrics-server', 'ClusterIP', expect.stringMatching(/^10\.96\./), '<none>', '443/TCP', expect.any(String)]]);
+    expect(rows(svc.out)).toEqual([
+      ['default', 'kubernetes', 'ClusterIP', '10.96.0.1', '<none>', '443/TCP', expect.any(String)],
+      ['kube-system', 'metrics-server', 'ClusterIP', expect.stringMatching(/^10\.96\./), '<none>', '443/TCP', expect.any(String)],
+    ]);
+    const plain = await kubectl('get', 'svc');
+    expect(rows(plain.out).map((x) => x[0])).toEqual(['kubernetes']);
     const slices = await kubectl('get', 'endpointslices', '-n', 'kube-system');
     expect(slices.code, slices.summary).toBe(0);
     expect(header(slices.out)).toEqual(['NAME', 'ADDRESSTYPE', 'PORTS', 'ENDPOINTS', 'AGE']);

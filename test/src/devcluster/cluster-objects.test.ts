@@ -77,6 +77,13 @@ describe('the node', () => {
 });
 
 describe('services and endpointslices', () => {
+  it('default/kubernetes points at the API server, as in every cluster', async () => {
+    const svc = (await call('GET', '/api/v1/namespaces/default/services/kubernetes')).json;
+    expect(svc).toMatchObject({ metadata: { labels: { component: 'apiserver', provider: 'kubernetes' } }, spec: { clusterIP: '10.96.0.1', ports: [{ name: 'https', port: 443, targetPort: cluster.port }] } });
+    const slice = (await call('GET', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes')).json;
+    expect(slice).toMatchObject({ addressType: 'IPv4', endpoints: [{ addresses: ['127.0.0.1'] }], ports: [{ name: 'https', port: cluster.port }] });
+  });
+
   it('the seeded metrics-server Service and its EndpointSlice, as the aggregation layer reads them', async () => {
     const kc = kubeConfig(cluster.url);
     const svc = await kc.makeApiClient(CoreV1Api).readNamespacedService({ namespace: 'kube-system', name: 'metrics-server' });
@@ -102,7 +109,7 @@ describe('services and endpointslices', () => {
     expect((await call('GET', '/api/v1/namespaces/default/services/web')).json.metadata.uid).toBe(made.json.metadata.uid);
     const all = await call('GET', '/api/v1/services');
     expect(all.json.kind).toBe('ServiceList');
-    expect(all.json.items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)).toEqual(['default/web', 'kube-system/metrics-server']);
+    expect(all.json.items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)).toEqual(['default/kubernetes', 'default/web', 'kube-system/metrics-server']);
     const again = await call('POST', '/api/v1/namespaces/default/services', { metadata: { name: 'web' }, spec: { ports: [{ port: 80 }] } });
     expect(again.code).toBe(409);
     expect(again.json).toMatchObject({ kind: 'Status', reason: 'AlreadyExists', message: 'services "web" already exists' });
@@ -181,6 +188,17 @@ describe('events', () => {
     const started = (await call('GET', '/api/v1/namespaces/default/events?fieldSelector=reason%3DStarted,involvedObject.name%3Ddemo')).json.items;
     expect(started).toHaveLength(1);
     expect(started[0].count).toBe(2);
+
+    // The pod tells of the restart as a kubelet does: lastState and "RESTARTS 1 (…s ago)".
+    const obj = (await call('GET', '/api/v1/namespaces/default/pods/demo')).json;
+    expect(obj.status.containerStatuses[0]).toMatchObject({
+      restartCount: 1,
+      ready: true,
+      state: { running: {} },
+      lastState: { terminated: { exitCode: 0, reason: 'Completed' } },
+    });
+    const printed = (await call('GET', '/api/v1/namespaces/default/pods/demo', undefined, { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' })).json;
+    expect(printed.rows[0].cells[3]).toMatch(/^1 \(\d+s ago\)$/);
   });
 });
 
