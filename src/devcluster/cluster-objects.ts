@@ -32,7 +32,7 @@ export interface ClusterObjects {
 
 /** Create the stores, start recording pod Events, and seed `services` (throws on a bad seed). */
 export function createObjectResources(registry: PodRegistry, services: readonly DevClusterServiceSeed[]): ClusterObjects {
-  const next = (): number => registry.nextResourceVersion();
+  const next = { next: () => registry.nextResourceVersion(), current: () => registry.resourceVersion };
   const ips = new ClusterIPAllocator();
   const serviceStore = new ObjectStore(SERVICES, next);
   const sliceStore = new ObjectStore(ENDPOINT_SLICES, next);
