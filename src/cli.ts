@@ -32,7 +32,8 @@ Run 'kube-stream-proxy <command> --help' for a command's flags.
 
 const DEV_CLUSTER_USAGE = `kube-stream-proxy dev-cluster: an embedded development cluster for tests and demos.
 
-It answers what kubectl needs of the core API (discovery, namespaces, pods) and serves pods/exec,
+It answers like a small real cluster (discovery, namespaces, pods, node dev-node, services,
+endpointslices, events, auth can-i; Table output for kubectl get; logs -f) and serves pods/exec,
 pods/attach and pods/portforward exactly as a kubelet behind a pre-1.30 kube-apiserver does:
 SPDY/3.1 (v4, v3, v2, channel.k8s.io) and WebSocket (channel.k8s.io, base64.channel.k8s.io,
 v4.channel.k8s.io, v4.base64.channel.k8s.io), no v5.

@@ -26,21 +26,24 @@ export interface ClusterObjects {
   /** By plural resource name, for `object-api.ts`. */
   resources: Record<string, ObjectResource>;
   events: EventRecorder;
+  /** Seed one more Service (throws on a bad seed or an existing name). */
+  seed(service: DevClusterServiceSeed): void;
 }
 
 /** Create the stores, start recording pod Events, and seed `services` (throws on a bad seed). */
 export function createObjectResources(registry: PodRegistry, services: readonly DevClusterServiceSeed[]): ClusterObjects {
-  const next = (): number => registry.nextResourceVersion();
+  const next = { next: () => registry.nextResourceVersion(), current: () => registry.resourceVersion };
   const ips = new ClusterIPAllocator();
   const serviceStore = new ObjectStore(SERVICES, next);
   const sliceStore = new ObjectStore(ENDPOINT_SLICES, next);
   const eventStore = new ObjectStore(EVENTS, next);
   const events = new EventRecorder(eventStore);
   events.follow(registry);
-  for (const seed of services) {
-    registry.namespaces.add(seed.namespace ?? 'default');
-    seedService(seed, serviceStore, sliceStore, () => ips.allocate());
-  }
+  const seed = (service: DevClusterServiceSeed): void => {
+    registry.namespaces.add(service.namespace ?? 'default');
+    seedService(service, serviceStore, sliceStore, () => ips.allocate());
+  };
+  for (const service of services) seed(service);
   const resources: Record<string, ObjectResource> = {
     services: { store: serviceStore, printer: SERVICE_PRINTER, parse: (b) => parseService(b, () => ips.allocate()), fields: ['spec.type', 'spec.clusterIP'] },
     endpointslices: { store: sliceStore, printer: ENDPOINT_SLICE_PRINTER, parse: parseEndpointSlice, fields: ['addressType'] },
@@ -66,5 +69,5 @@ export function createObjectResources(registry: PodRegistry, services: readonly 
       ],
     },
   };
-  return { resources, events };
+  return { resources, events, seed };
 }

@@ -45,6 +45,14 @@ export interface LogFollower {
   end(): void;
 }
 
+/** How the previous process ended (core/v1 ContainerStateTerminated, for the pod's `lastState`). */
+export interface ContainerTermination {
+  exitCode: number;
+  reason: 'Completed' | 'Error';
+  startedAt: string;
+  finishedAt: string;
+}
+
 /** Bytes of recent output kept for pods/log. */
 const LOG_RING_BYTES = 256 * 1024;
 /** A process that lived less than this is restarted after {@link CRASH_BACKOFF_MS}, not at once. */
@@ -58,6 +66,8 @@ const CRASH_BACKOFF_MS = 1000;
 export class ContainerProcess extends EventEmitter {
   restartCount = 0;
   startedAt = new Date().toISOString();
+  /** How the previous process ended (undefined before the first exit). */
+  lastTermination: ContainerTermination | undefined;
   #proc: LocalProcess | undefined;
   #sinks = new Set<AttachSink>();
   #log: Buffer[] = [];
@@ -275,6 +285,12 @@ export class ContainerProcess extends EventEmitter {
   }
 
   #scheduleRestart(exitCode: number, began: number): void {
+    this.lastTermination = {
+      exitCode,
+      reason: exitCode === 0 ? 'Completed' : 'Error',
+      startedAt: new Date(began).toISOString(),
+      finishedAt: new Date().toISOString(),
+    };
     this.#endFollowers();
     this.emit('exit', exitCode);
     if (this.#stopped) return;

@@ -1,6 +1,7 @@
 /**
  * The embedded development cluster: one HTTP (or HTTPS) server that answers what kubectl needs of a
- * kube-apiserver (legacy discovery, namespaces, pods with watch, nodes) and serves pods/exec,
+ * kube-apiserver (legacy discovery, namespaces, pods with watch, the node, services, endpointslices,
+ * events, self reviews, Table printing) and serves pods/exec,
  * pods/attach and pods/portforward as a pre-1.30 kubelet does (SPDY/3.1 and the legacy WebSocket
  * protocols, no v5). Pods run REAL local processes, each in its own working directory.
  *
@@ -21,6 +22,7 @@ import { AccessControl, type AccessDecision } from './access-control.js';
 import { DevClusterRuntime } from './cluster-runtime.js';
 import { createCoreApiHandler } from './core-api.js';
 import { createObjectResources, type DevClusterServiceSeed } from './cluster-objects.js';
+import { kubernetesServiceSeed } from './services.js';
 import { sendStatus } from './http-json.js';
 import { startKubeletServer, type KubeletServer } from './kubelet-server.js';
 import { createNodeProxyHandler } from './node-proxy.js';
@@ -219,6 +221,8 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     throw err;
   }
   const port = (server.address() as { port: number }).port;
+  // Like every cluster, `default/kubernetes` points at the API server (known once it listens).
+  if (!objects.resources.services!.store.get('default', 'kubernetes')) objects.seed(kubernetesServiceSeed(addressFor(host), port));
   const urlHost = host.includes(':') ? `[${host}]` : host;
   address = `${urlHost}:${port}`;
 

@@ -84,7 +84,7 @@ export function groupResources(group: NamedGroup, withReviews = false): Record<s
         singularName: 'endpointslice',
         namespaced: true,
         kind: 'EndpointSlice',
-        verbs: ['create', 'delete', 'get', 'list'],
+        verbs: ['create', 'delete', 'get', 'list', 'watch'],
       },
     ];
   }
@@ -104,7 +104,7 @@ export function coreV1Resources(): Record<string, unknown> {
     kind: 'APIResourceList',
     groupVersion: 'v1',
     resources: [
-      { name: 'events', singularName: 'event', namespaced: true, kind: 'Event', verbs: ['create', 'delete', 'get', 'list'], shortNames: ['ev'] },
+      { name: 'events', singularName: 'event', namespaced: true, kind: 'Event', verbs: ['create', 'delete', 'get', 'list', 'watch'], shortNames: ['ev'] },
       {
         name: 'namespaces',
         singularName: 'namespace',
@@ -132,7 +132,7 @@ export function coreV1Resources(): Record<string, unknown> {
         singularName: 'service',
         namespaced: true,
         kind: 'Service',
-        verbs: ['create', 'delete', 'get', 'list'],
+        verbs: ['create', 'delete', 'get', 'list', 'watch'],
         shortNames: ['svc'],
         categories: ['all'],
       },

@@ -1,13 +1,14 @@
 /**
  * The REST surface of the dev cluster's stored objects: core/v1 `services` and `events`,
  * discovery.k8s.io/v1 `endpointslices`. Per resource: list (all namespaces or one, with
- * `labelSelector` and `fieldSelector`), get, create and delete, answered as JSON or as a Table.
- * Watches are not served (405).
+ * `labelSelector` and `fieldSelector`), watch (`object-watch.ts`), get, create and delete,
+ * answered as JSON or as a Table.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorStatus, notFoundStatus, type V1Status } from '../status.js';
 import { readJsonBody, sendJson, sendStatus } from './http-json.js';
 import { fieldValue, meta, type ObjectStore } from './object-store.js';
+import { serveObjectWatch } from './object-watch.js';
 import { isWatch } from './pod-watch.js';
 import { fieldSelector, labelSelector } from './pod-selectors.js';
 import { sendPrintable } from './printable-response.js';
@@ -97,26 +98,22 @@ export async function serveObjects(route: ObjectRoute, deps: ObjectApiDeps, req:
     return sendJson(res, 201, created);
   }
   if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
-  if (isWatch(query)) return sendStatus(res, errorStatus(405, `the dev cluster does not serve ${info.resource} watches`, 'MethodNotAllowed'));
   const labels = labelSelector(query.get('labelSelector'));
   if (!labels.ok) return sendStatus(res, labels.status);
   const supported = new Set(['metadata.name', 'metadata.namespace', ...resource.fields]);
   const fields = fieldSelector<Json>(query.get('fieldSelector'), (f) => supported.has(f), fieldValue);
   if (!fields.ok) return sendStatus(res, fields.status);
+  const matches = (o: Json): boolean => labels.value((meta(o).labels ?? {}) as Record<string, string>) && fields.value(o);
+  if (isWatch(query)) return serveObjectWatch(req, res, store, namespace, matches, query);
   const items = store
     .list(namespace)
-    .filter((o) => labels.value((meta(o).labels ?? {}) as Record<string, string>) && fields.value(o));
+    .filter(matches);
   sendPrintable(req, res, query, printer, {
     kind: `${info.kind}List`,
     apiVersion: info.apiVersion,
-    metadata: { resourceVersion: String(resourceVersionOf(items)) },
+    metadata: { resourceVersion: String(store.versions.current()) },
     items,
   });
-}
-
-/** The list's resourceVersion: the highest of its items (0 when empty). */
-function resourceVersionOf(items: Json[]): number {
-  return items.reduce((max, o) => Math.max(max, Number(meta(o).resourceVersion) || 0), 0);
 }
 
 /**

@@ -5,8 +5,28 @@
  * generated name) and shares the cluster's resourceVersion counter.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 
 type Json = Record<string, unknown>;
+
+/** One change of a stored object, as a watch sends it. */
+export interface StoreEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  resourceVersion: number;
+  /** The object at that version, with kind/apiVersion. */
+  object: Json;
+}
+
+/** The cluster's one resourceVersion counter. */
+export interface ResourceVersions {
+  /** Take the next version (a change). */
+  next(): number;
+  /** The version of the last change. */
+  current(): number;
+}
+
+/** Changes kept for watches that resume from an older resourceVersion. */
+const HISTORY_LENGTH = 1000;
 
 /** What identifies a store's resource in URLs, messages and objects. */
 export interface StoredResource {
@@ -31,15 +51,37 @@ export function rfc3339(date = new Date()): string {
   return date.toISOString().replace(/\.\d+Z$/, 'Z');
 }
 
-/** Objects of one resource, keyed by namespace and name. */
-export class ObjectStore {
+/** Objects of one resource, keyed by namespace and name. Emits `change` (StoreEvent). */
+export class ObjectStore extends EventEmitter {
   readonly #objects = new Map<string, Json>();
+  readonly #history: StoreEvent[] = [];
+  #dropped = false;
 
   constructor(
     readonly info: StoredResource,
-    /** The next resourceVersion of the cluster (shared with pods). */
-    private readonly nextVersion: () => number,
-  ) {}
+    /** The cluster's resourceVersion counter (shared with pods). */
+    readonly versions: ResourceVersions,
+  ) {
+    super();
+    this.setMaxListeners(0);
+  }
+
+  /** Changes after `resourceVersion`, or undefined when some of them are no longer kept (410). */
+  changesSince(resourceVersion: number): StoreEvent[] | undefined {
+    const first = this.#history[0];
+    if (this.#dropped && first && resourceVersion < first.resourceVersion - 1) return undefined;
+    return this.#history.filter((e) => e.resourceVersion > resourceVersion);
+  }
+
+  #record(type: StoreEvent['type'], object: Json, resourceVersion: number): void {
+    const event: StoreEvent = { type, resourceVersion, object };
+    this.#history.push(event);
+    if (this.#history.length > HISTORY_LENGTH) {
+      this.#history.shift();
+      this.#dropped = true;
+    }
+    this.emit('change', event);
+  }
 
   /** Objects (of one namespace, or all), sorted by namespace then name, without kind/apiVersion. */
   list(namespace?: string): Json[] {
@@ -75,13 +117,17 @@ export class ObjectStore {
         name,
         namespace,
         uid: randomUUID(),
-        resourceVersion: String(this.nextVersion()),
+        resourceVersion: String(this.versions.next()),
         creationTimestamp: rfc3339(),
       },
     };
     this.#objects.set(`${namespace}/${name}`, stored);
+    this.#record('ADDED', stored, Number(meta(stored).resourceVersion));
     const max = this.info.maxObjects;
-    if (max !== undefined && this.#objects.size > max) this.#objects.delete(this.#objects.keys().next().value!);
+    if (max !== undefined && this.#objects.size > max) {
+      const [oldest] = this.#objects.values();
+      this.delete(String(meta(oldest!).namespace), String(meta(oldest!).name));
+    }
     return stored;
   }
 
@@ -90,15 +136,20 @@ export class ObjectStore {
     const old = this.get(namespace, name);
     if (!old) return undefined;
     const next = change(old);
-    const stored = { ...next, metadata: { ...meta(old), resourceVersion: String(this.nextVersion()) } };
+    const version = this.versions.next();
+    const stored = { ...next, metadata: { ...meta(old), resourceVersion: String(version) } };
     this.#objects.set(`${namespace}/${name}`, stored);
+    this.#record('MODIFIED', stored, version);
     return stored;
   }
 
   /** Remove an object; returns it, or undefined when it did not exist. */
   delete(namespace: string, name: string): Json | undefined {
     const o = this.get(namespace, name);
-    if (o) this.#objects.delete(`${namespace}/${name}`);
+    if (!o) return undefined;
+    this.#objects.delete(`${namespace}/${name}`);
+    const version = this.versions.next();
+    this.#record('DELETED', { ...o, metadata: { ...meta(o), resourceVersion: String(version) } }, version);
     return o;
   }
 }

@@ -7,6 +7,11 @@ import type { Pod } from './pod.js';
 
 export { NODE_NAME };
 
+/** An ISO timestamp in whole seconds (the apiserver's RFC 3339 form). */
+function seconds(iso: string | undefined): string | undefined {
+  return iso?.replace(/\.\d+Z$/, 'Z');
+}
+
 /** The v1 Pod JSON of `pod`; `withKind` adds kind/apiVersion (single objects and watch events). */
 export function podObject(pod: Pod, withKind = true): Record<string, unknown> {
   const startTime = pod.creationTimestamp;
@@ -19,9 +24,10 @@ export function podObject(pod: Pod, withKind = true): Record<string, unknown> {
   };
   if (Object.keys(pod.labels).length > 0) metadata.labels = pod.labels;
   if (Object.keys(pod.annotations).length > 0) metadata.annotations = pod.annotations;
+  const allRunning = [...pod.mains.values()].every((m) => m.running);
   const condition = (type: string): Record<string, unknown> => ({
     type,
-    status: 'True',
+    status: allRunning || (type !== 'Ready' && type !== 'ContainersReady') ? 'True' : 'False',
     lastProbeTime: null,
     lastTransitionTime: startTime,
   });
@@ -63,16 +69,23 @@ export function podObject(pod: Pod, withKind = true): Record<string, unknown> {
       startTime,
       containerStatuses: pod.containers.map((c) => {
         const main = pod.mains.get(c.name);
+        const running = main?.running ?? false;
+        const last = main?.lastTermination;
+        const state = running
+          ? { running: { startedAt: seconds(main?.startedAt) ?? startTime } }
+          : { waiting: { reason: 'CrashLoopBackOff', message: `back-off restarting failed container=${c.name} pod=${pod.name}_${pod.namespace}(${pod.uid})` } };
         return {
           name: c.name,
-          state: { running: { startedAt: main?.startedAt.replace(/\.\d+Z$/, 'Z') ?? startTime } },
-          lastState: {},
-          ready: true,
+          state,
+          lastState: last
+            ? { terminated: { exitCode: last.exitCode, reason: last.reason, startedAt: seconds(last.startedAt), finishedAt: seconds(last.finishedAt), containerID: `dev://${pod.uid}/${c.name}` } }
+            : {},
+          ready: running,
           restartCount: main?.restartCount ?? 0,
           image: c.image,
           imageID: `docker.io/library/${c.image}@sha256:${'0'.repeat(64)}`,
           containerID: `dev://${pod.uid}/${c.name}`,
-          started: true,
+          started: running,
         };
       }),
       qosClass: 'BestEffort',

@@ -48,6 +48,10 @@ export interface DevClusterServiceSeed {
   selector?: Record<string, string>;
   /** Endpoint addresses (IPv4), e.g. `[{ address: '127.0.0.1' }]`; ready unless `ready: false`. */
   endpoints?: { address: string; ready?: boolean }[];
+  /** A fixed cluster IP (default: the next free one). */
+  clusterIP?: string;
+  /** The EndpointSlice's name (default `<name>-<5 hex>`, as the EndpointSlice controller names them). */
+  endpointSliceName?: string;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -161,7 +165,7 @@ export function parseEndpointSlice(body: unknown): Parsed<Json> {
   return { ok: true, value: { ...slice, kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', endpoints, ports } };
 }
 
-/** Hands out cluster IPs from 10.96.0.0/12 (10.96.0.1 is the `kubernetes` Service's in a real cluster). */
+/** Hands out cluster IPs from 10.96.0.0/12 from 10.96.0.10 on (10.96.0.1 is the `kubernetes` Service's). */
 export class ClusterIPAllocator {
   #next = 10;
   /** The next free address. */
@@ -179,6 +183,7 @@ export function seedService(seed: DevClusterServiceSeed, services: ObjectStore, 
       metadata: { name: seed.name, ...(seed.labels ? { labels: seed.labels } : {}) },
       spec: {
         ...(seed.selector ? { selector: seed.selector } : {}),
+        ...(seed.clusterIP ? { clusterIP: seed.clusterIP } : {}),
         ports: seed.ports.map((p) => ({ ...(p.name ? { name: p.name } : {}), port: p.port, protocol: p.protocol ?? 'TCP', targetPort: p.targetPort ?? p.port })),
       },
     },
@@ -189,7 +194,7 @@ export function seedService(seed: DevClusterServiceSeed, services: ObjectStore, 
   if (!seed.endpoints) return;
   const slice = parseEndpointSlice({
     metadata: {
-      name: `${seed.name}-${stableSuffix(`${namespace}/${seed.name}`)}`,
+      name: seed.endpointSliceName ?? `${seed.name}-${stableSuffix(`${namespace}/${seed.name}`)}`,
       labels: { [SERVICE_NAME_LABEL]: seed.name, [MANAGED_BY_LABEL]: 'endpointslice-controller.k8s.io' },
     },
     addressType: 'IPv4',
@@ -201,4 +206,20 @@ export function seedService(seed: DevClusterServiceSeed, services: ObjectStore, 
   });
   if (!slice.ok) throw new Error(`dev cluster: bad endpoints for service seed ${namespace}/${seed.name}: ${slice.status.message}`);
   slices.create(namespace, slice.value);
+}
+
+/**
+ * The `default/kubernetes` Service every cluster has (10.96.0.1:443 `https`), whose EndpointSlice
+ * `kubernetes` points at the API server itself (`address`:`port`).
+ */
+export function kubernetesServiceSeed(address: string, port: number): DevClusterServiceSeed {
+  return {
+    namespace: 'default',
+    name: 'kubernetes',
+    labels: { component: 'apiserver', provider: 'kubernetes' },
+    clusterIP: '10.96.0.1',
+    ports: [{ name: 'https', port: 443, targetPort: port }],
+    endpoints: [{ address }],
+    endpointSliceName: 'kubernetes',
+  };
 }

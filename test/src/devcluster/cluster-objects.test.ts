@@ -8,7 +8,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { CoreV1Api, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, DiscoveryV1Api, KubeConfig, makeInformer, type V1EndpointSlice } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevCluster, type DevCluster } from '../../../src/devcluster/dev-cluster.js';
 import { decodeSelfReview } from '../../../src/devcluster/protobuf-review.js';
@@ -77,6 +77,13 @@ describe('the node', () => {
 });
 
 describe('services and endpointslices', () => {
+  it('default/kubernetes points at the API server, as in every cluster', async () => {
+    const svc = (await call('GET', '/api/v1/namespaces/default/services/kubernetes')).json;
+    expect(svc).toMatchObject({ metadata: { labels: { component: 'apiserver', provider: 'kubernetes' } }, spec: { clusterIP: '10.96.0.1', ports: [{ name: 'https', port: 443, targetPort: cluster.port }] } });
+    const slice = (await call('GET', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes')).json;
+    expect(slice).toMatchObject({ addressType: 'IPv4', endpoints: [{ addresses: ['127.0.0.1'] }], ports: [{ name: 'https', port: cluster.port }] });
+  });
+
   it('the seeded metrics-server Service and its EndpointSlice, as the aggregation layer reads them', async () => {
     const kc = kubeConfig(cluster.url);
     const svc = await kc.makeApiClient(CoreV1Api).readNamespacedService({ namespace: 'kube-system', name: 'metrics-server' });
@@ -95,6 +102,29 @@ describe('services and endpointslices', () => {
     expect(other.items).toEqual([]);
   });
 
+  it('a client-node informer (list, then watch) sees the slice and a new one', async () => {
+    const kc = kubeConfig(cluster.url);
+    const api = kc.makeApiClient(DiscoveryV1Api);
+    const informer = makeInformer<V1EndpointSlice>(kc, '/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices', () =>
+      api.listNamespacedEndpointSlice({ namespace: 'kube-system' }),
+    );
+    const seen: string[] = [];
+    let wake!: () => void;
+    const second = new Promise<void>((r) => (wake = r));
+    informer.on('add', (s) => {
+      seen.push(s.metadata!.name!);
+      if (seen.length === 2) wake();
+    });
+    await informer.start();
+    const body = { metadata: { name: 'late' }, addressType: 'IPv4', endpoints: [{ addresses: ['127.0.0.9'] }] };
+    expect((await call('POST', '/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices', body)).code).toBe(201);
+    await second;
+    await informer.stop();
+    expect(seen[0]).toMatch(/^metrics-server-/);
+    expect(seen[1]).toBe('late');
+    await call('DELETE', '/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/late');
+  });
+
   it('create, get, list across namespaces, conflict, delete', async () => {
     const made = await call('POST', '/api/v1/namespaces/default/services', { apiVersion: 'v1', kind: 'Service', metadata: { name: 'web' }, spec: { ports: [{ port: 80 }], selector: { app: 'web' } } });
     expect(made.code).toBe(201);
@@ -102,7 +132,7 @@ describe('services and endpointslices', () => {
     expect((await call('GET', '/api/v1/namespaces/default/services/web')).json.metadata.uid).toBe(made.json.metadata.uid);
     const all = await call('GET', '/api/v1/services');
     expect(all.json.kind).toBe('ServiceList');
-    expect(all.json.items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)).toEqual(['default/web', 'kube-system/metrics-server']);
+    expect(all.json.items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)).toEqual(['default/kubernetes', 'default/web', 'kube-system/metrics-server']);
     const again = await call('POST', '/api/v1/namespaces/default/services', { metadata: { name: 'web' }, spec: { ports: [{ port: 80 }] } });
     expect(again.code).toBe(409);
     expect(again.json).toMatchObject({ kind: 'Status', reason: 'AlreadyExists', message: 'services "web" already exists' });
@@ -119,7 +149,6 @@ describe('services and endpointslices', () => {
     expect(slice.code).toBe(422);
     expect(slice.json.message).toBe('EndpointSlice.discovery.k8s.io "s" is invalid: addressType: Required value');
     expect((await call('GET', '/api/v1/namespaces/nope/services')).json).toMatchObject({ code: 404, message: 'namespaces "nope" not found' });
-    expect((await call('GET', '/api/v1/services?watch=true')).code).toBe(405);
   });
 
   it('an EndpointSlice created by a client is listed and deleted with a Success Status', async () => {
@@ -129,6 +158,38 @@ describe('services and endpointslices', () => {
     expect(list.json).toMatchObject({ kind: 'EndpointSliceList', apiVersion: 'discovery.k8s.io/v1', items: [{ metadata: { name: 'manual' }, ports: [{ name: 'p', port: 8080, protocol: 'TCP' }] }] });
     const gone = await call('DELETE', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/manual');
     expect(gone.json).toMatchObject({ kind: 'Status', status: 'Success', details: { name: 'manual', group: 'discovery.k8s.io', kind: 'endpointslices' } });
+  });
+
+  it('watch: the current slices, then what changes (resumable from a list resourceVersion)', async () => {
+    const list = await call('GET', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices');
+    const events: any[] = [];
+    let wake: (() => void) | undefined;
+    let buf = '';
+    const req = request(`${cluster.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?watch=true&resourceVersion=${list.json.metadata.resourceVersion}&labelSelector=app%3Dw`);
+    req.on('response', (res) => {
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        buf += c;
+        let nl;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          events.push(JSON.parse(buf.slice(0, nl)));
+          buf = buf.slice(nl + 1);
+        }
+        wake?.();
+      });
+    });
+    req.end();
+    const until = (n: number): Promise<void> => (events.length >= n ? Promise.resolve() : new Promise((r) => (wake = () => events.length >= n && r())));
+    const body = { metadata: { name: 'w', labels: { app: 'w' } }, addressType: 'IPv4', endpoints: [{ addresses: ['127.0.0.3'] }] };
+    await call('POST', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', { ...body, metadata: { name: 'unlabelled' } });
+    await call('POST', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', body);
+    await call('DELETE', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/w');
+    await until(2);
+    req.destroy();
+    expect(events.map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual(['ADDED w', 'DELETED w']);
+    expect(events[0].object).toMatchObject({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1' });
+    const old = await fetch(`${cluster.url}/api/v1/events?watch=true&resourceVersion=x`);
+    expect(await old.text()).toContain('"type":"ERROR"');
   });
 
   it('discovery lists services and discovery.k8s.io/v1 endpointslices', async () => {
@@ -181,6 +242,17 @@ describe('events', () => {
     const started = (await call('GET', '/api/v1/namespaces/default/events?fieldSelector=reason%3DStarted,involvedObject.name%3Ddemo')).json.items;
     expect(started).toHaveLength(1);
     expect(started[0].count).toBe(2);
+
+    // The pod tells of the restart as a kubelet does: lastState and "RESTARTS 1 (…s ago)".
+    const obj = (await call('GET', '/api/v1/namespaces/default/pods/demo')).json;
+    expect(obj.status.containerStatuses[0]).toMatchObject({
+      restartCount: 1,
+      ready: true,
+      state: { running: {} },
+      lastState: { terminated: { exitCode: 0, reason: 'Completed' } },
+    });
+    const printed = (await call('GET', '/api/v1/namespaces/default/pods/demo', undefined, { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' })).json;
+    expect(printed.rows[0].cells[3]).toMatch(/^1 \(\d+s ago\)$/);
   });
 });
 
