@@ -235,7 +235,7 @@ describe.skipIf(skipReason !== undefined)('metrics after exec, attach, failed up
     const promtool = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' }).stdout.trim();
     expect(
       promtool,
-      'promtool not found: install Debian\'s "prometheus" package (apt-get update && apt-get install -y prometheus); .ci/run does this when it is missing',
+      'promtool not found: install Debian\'s "prometheus" package (apt-get update && apt-get install -y prometheus); the pretest step of npm test (scripts/provision-test-tools.sh) installs it when missing',
     ).not.toBe('');
     const text = await fx.metrics();
     const r = spawnSync(promtool, ['check', 'metrics'], { input: text, encoding: 'utf8' });

@@ -32,7 +32,7 @@ describe.skipIf(skipReason !== undefined)('a real Prometheus scrapes the proxy',
   beforeAll(async () => {
     const bin = spawnSync('sh', ['-c', 'command -v prometheus'], { encoding: 'utf8' }).stdout.trim();
     if (bin === '') {
-      throw new Error('prometheus not found: install Debian\'s "prometheus" package (apt-get update && apt-get install -y prometheus); .ci/run does this when it is missing');
+      throw new Error('prometheus not found: install Debian\'s "prometheus" package (apt-get update && apt-get install -y prometheus); the pretest step of npm test (scripts/provision-test-tools.sh) installs it when missing');
     }
     fx = await startOperabilityFixture();
     const target = new URL(fx.proxy.url).host;

@@ -4,57 +4,23 @@
  * exits 0; with a short grace a longer session gets the "proxy shutting down" Status.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { startDemo as startDemoProcess, type DemoProcess } from '../helpers/demo.js';
 import { findKubectl, kubectlE2eSkipReason, startKubectl } from '../helpers/kubectl.js';
 
 const skipReason = kubectlE2eSkipReason();
-const BIN = resolve(import.meta.dirname, '../../bin/kube-stream-proxy.js');
 
-interface Demo {
-  child: ChildProcess;
-  kubeconfig: string;
-  output: () => string;
-  exit: Promise<number | null>;
-}
-
-async function startDemo(work: string, grace: string): Promise<Demo> {
-  const kubeconfig = join(work, 'kubeconfig');
-  const child = spawn(process.execPath, [BIN, 'demo', '--listen', '127.0.0.1:0', '--kubeconfig', kubeconfig, '--shutdown-grace-period', grace], {
-    cwd: work,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  const listeners = new Set<() => void>();
-  const onData = (c: Buffer): void => {
-    out += c.toString('utf8');
-    listeners.forEach((l) => l());
-  };
-  child.stdout!.on('data', onData);
-  child.stderr!.on('data', onData);
-  const exit = once(child, 'exit').then(([code]) => code as number | null);
-  await new Promise<void>((resolveReady, reject) => {
-    const check = (): void => {
-      if (/kubeconfig written to/.test(out)) resolveReady();
-    };
-    listeners.add(check);
-    void exit.then((code) => reject(new Error(`demo exited (${code}) before it was ready:\n${out}`)));
-    check();
-  });
-  return { child, kubeconfig, output: () => out, exit };
+function startDemo(work: string, grace: string): Promise<DemoProcess> {
+  return startDemoProcess(work, ['--listen', '127.0.0.1:0', '--kubeconfig', join(work, 'kubeconfig'), '--shutdown-grace-period', grace]);
 }
 
 describe.skipIf(skipReason !== undefined)('SIGTERM on a kube-stream-proxy demo process', () => {
   let work: string | undefined;
-  let demo: Demo | undefined;
+  let demo: DemoProcess | undefined;
   afterEach(async () => {
-    if (demo && demo.child.exitCode === null && demo.child.signalCode === null) {
-      demo.child.kill('SIGKILL');
-      await demo.exit;
-    }
+    await demo?.stop();
     demo = undefined;
     if (work) rmSync(work, { recursive: true, force: true });
   });

@@ -1,0 +1,241 @@
+/**
+ * The README's "What you can try" block, run line by line against a real `kube-stream-proxy demo`
+ * process (what `npm start` runs) with kubectl 1.33 as `kubectl`. The lines are read from README.md
+ * itself, so a line added there is run here: lines this file knows get their own assertions, any
+ * other `kubectl …` line must exit 0 with output on stdout and no error.
+ *
+ * Each line runs as written in `sh -c`, after the block's `export` lines, in a folder that stands in
+ * for the checkout (it holds a copy of README.md and the demo's default `.kube-stream-proxy/`). The
+ * only changes: the demo listens on a free port instead of `npm start`'s 6443, so `:6443` in a line
+ * becomes that port and a local port-forward port becomes a free one (`LOCAL:6443` → `:PORT`);
+ * `exec -it` runs under tmux, where the test types at the pod's shell; `port-forward` runs until the
+ * test has fetched `/healthz` through it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join, resolve } from 'node:path';
+import { startDemo, type DemoProcess } from '../helpers/demo.js';
+import { findKubectl, kubectlE2eSkipReason, kubectlEnv } from '../helpers/kubectl.js';
+import { startTmux } from '../helpers/tty.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+/** The port `npm start`'s demo listens on, as the README's lines assume. */
+const DEFAULT_PORT = 6443;
+const LINE_TIMEOUT_MS = 60_000;
+
+/** The "What you can try" block: its `export` lines and its commands (comments dropped). */
+export function tryBlock(readme: string): { exports: string[]; commands: string[] } {
+  const section = /^## What you can try\n([\s\S]*?)(?=^## )/m.exec(readme)?.[1];
+  if (!section) throw new Error('README.md has no "## What you can try" section');
+  const block = /^```sh\n([\s\S]*?)^```$/m.exec(section)?.[1];
+  if (!block) throw new Error('the "What you can try" section has no ```sh block');
+  const lines = block
+    .split('\n')
+    .map((l) => l.replace(/\s+#\s.*$/, '').trim())
+    .filter((l) => l !== '');
+  const exports = lines.filter((l) => /^export \w+=/.test(l));
+  const commands = lines.filter((l) => !exports.includes(l));
+  for (const c of commands) if (!/^kubectl\s/.test(c)) throw new Error(`"What you can try": only export and kubectl lines are run, got: ${c}`);
+  return { exports, commands };
+}
+
+/** Outcome of one line. */
+interface LineResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+interface Context {
+  work: string;
+  env: NodeJS.ProcessEnv;
+  demo: DemoProcess;
+  /** The line after the block's exports, as one `sh -c` script. */
+  script: (command: string) => string;
+  run: (command: string) => Promise<LineResult>;
+  /** Streaming (exec/attach/cp/port-forward) lines run so far. */
+  streamingSoFar: number;
+}
+
+function runScript(script: string, cwd: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<LineResult> {
+  return new Promise((done, fail) => {
+    const child = spawn('sh', ['-c', script], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      fail(new Error(`timed out after ${timeoutMs} ms: ${script}\nstdout: ${stdout}\nstderr: ${stderr}`));
+    }, timeoutMs);
+    child.on('error', fail);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      done({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+function expectSuccess(r: LineResult, line: string): void {
+  expect({ code: r.code, signal: r.signal }, `${line}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`).toEqual({ code: 0, signal: null });
+}
+
+/** A check for the lines it matches (first match wins); every other line gets {@link defaultCheck}. */
+interface LineCheck {
+  match: RegExp;
+  check: (line: string, ctx: Context) => Promise<void>;
+}
+
+const CHECKS: LineCheck[] = [
+  {
+    // Interactive: the pod's shell under a real terminal; type a command, read its answer, exit 0.
+    match: /^kubectl exec -it demo -- sh$/,
+    check: async (line, ctx) => {
+      const term = await startTmux({ argv: ['sh', '-c', ctx.script(line)], env: ctx.env, cwd: ctx.work });
+      try {
+        // Typed before kubectl has the terminal in raw mode, a line can be flushed: re-type until answered.
+        const ask = (): Promise<void> => term.sendLine('echo "tty: $(tty >/dev/null && echo yes)" hello-$((6*7))');
+        await ask();
+        await term.waitForScreen((s) => /^tty: yes hello-42$/m.test(s), 30_000, { onPoll: ask, retryEveryMs: 3000 });
+        await term.sendLine('exit');
+        expect(await term.waitForExit(30_000), await term.screen()).toBe(0);
+      } finally {
+        await term.kill();
+      }
+    },
+  },
+  {
+    // kubectl cp prints nothing: read the copy back through the proxy and compare the bytes.
+    match: /^kubectl cp (\S+) demo:(\S+)$/,
+    check: async (line, ctx) => {
+      const [, local, remote] = /^kubectl cp (\S+) demo:(\S+)$/.exec(line)!;
+      expectSuccess(await ctx.run(line), line);
+      const back = await ctx.run(`kubectl exec demo -- cat ${remote}`);
+      expectSuccess(back, `reading ${remote} back`);
+      expect(back.stdout).toBe(readFileSync(join(ctx.work, local!), 'utf8'));
+    },
+  },
+  {
+    match: /^kubectl exec demo -- head -n 1 README\.md$/,
+    check: async (line, ctx) => {
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      expect(r.stdout).toBe(`${README.split('\n')[0]}\n`);
+    },
+  },
+  {
+    // Long-running: wait for the listener, fetch the proxy's /healthz through the tunnel, stop it.
+    match: /^kubectl port-forward /,
+    check: async (line, ctx) => {
+      const child = spawn('sh', ['-c', ctx.script(`exec ${line}`)], { cwd: ctx.work, env: ctx.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+      child.stderr.on('data', (c: Buffer) => (out += c.toString('utf8')));
+      const exited = new Promise<void>((done) => child.on('close', () => done()));
+      try {
+        const forwarding = await new Promise<RegExpExecArray>((done, fail) => {
+          const timer = setTimeout(() => fail(new Error(`no "Forwarding from" within 30 s:\n${out}`)), 30_000);
+          const look = (): void => {
+            const m = /^Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)$/m.exec(out);
+            if (m) {
+              clearTimeout(timer);
+              done(m);
+            }
+          };
+          child.stdout.on('data', look);
+          void exited.then(() => fail(new Error(`port-forward exited:\n${out}`)));
+        });
+        expect(Number(forwarding[2])).toBe(Number(ctx.demo.proxyUrl.port));
+        const res = await fetch(`http://127.0.0.1:${forwarding[1]}/healthz`);
+        expect(res.status).toBe(200);
+        expect(await res.text()).toBe('ok');
+      } finally {
+        child.kill('SIGTERM');
+        await exited;
+      }
+    },
+  },
+  {
+    match: /^kubectl api-resources$/,
+    check: async (line, ctx) => {
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      expect(r.stdout).toMatch(/^NAME\s+SHORTNAMES\s+APIVERSION\s+NAMESPACED\s+KIND$/m);
+      expect(r.stdout).toMatch(/^pods\s+po\s+v1\s+true\s+Pod$/m);
+    },
+  },
+  {
+    // The proxy's own /metrics, through kubectl: kube-apiserver's stream counters and the project's,
+    // counting the streaming sessions the lines before it opened.
+    match: /^kubectl get --raw \/metrics$/,
+    check: async (line, ctx) => {
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      expect(r.stdout).toMatch(/^# TYPE apiserver_stream_translator_requests_total counter$/m);
+      expect(r.stdout).toMatch(/^# TYPE kube_stream_proxy_upgrade_requests_total counter$/m);
+      const upgrades = [...r.stdout.matchAll(/^kube_stream_proxy_upgrade_requests_total(?:\{[^}]*\})? (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+      expect(upgrades).toBeGreaterThanOrEqual(ctx.streamingSoFar);
+    },
+  },
+];
+
+/** Any other kubectl line: exit 0, something on stdout, no error on stderr. */
+async function defaultCheck(line: string, ctx: Context): Promise<void> {
+  const r = await ctx.run(line);
+  expectSuccess(r, line);
+  expect(r.stdout.trim(), line).not.toBe('');
+  expect(r.stderr, line).not.toMatch(/error/i);
+}
+
+/** The README's line with the demo's real port in place of 6443 (and a free local port-forward port). */
+function withDemoPort(line: string, port: string): string {
+  return line.replace(new RegExp(`\\b\\d+:${DEFAULT_PORT}\\b`, 'g'), `:${port}`).replace(new RegExp(`:${DEFAULT_PORT}\\b`, 'g'), `:${port}`);
+}
+
+const { exports, commands } = tryBlock(README);
+
+describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "What you can try", line by line through npm start\'s demo', () => {
+  let ctx: Context;
+  let bin: string;
+
+  beforeAll(async () => {
+    const work = mkdtempSync(join(tmpdir(), 'ksp-readme-'));
+    copyFileSync(join(ROOT, 'README.md'), join(work, 'README.md'));
+    // `kubectl` on PATH is kubectl 1.33.
+    bin = join(work, 'bin');
+    mkdirSync(bin);
+    symlinkSync(findKubectl('1.33'), join(bin, 'kubectl'));
+    // As `npm start`, but on a free port; the kubeconfig goes to its default place in `work`.
+    const demo = await startDemo(work, ['--listen', '127.0.0.1:0']);
+    expect(demo.kubeconfig).toBe(join(work, '.kube-stream-proxy', 'kubeconfig'));
+    const env = kubectlEnv(demo.kubeconfig);
+    delete env.KUBECONFIG; // the block's own export line must set it
+    env.PATH = `${bin}${delimiter}${env.PATH ?? ''}`;
+    const script = (command: string): string => [...exports, withDemoPort(command, demo.proxyUrl.port)].join('\n');
+    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0 };
+  }, 60_000);
+
+  afterAll(async () => {
+    await ctx?.demo.stop();
+    if (ctx) rmSync(ctx.work, { recursive: true, force: true });
+  });
+
+  it('has the lines the quick start promises (exec -it, cp, port-forward, api-resources, metrics) and an export of KUBECONFIG', () => {
+    expect(exports).toContain('export KUBECONFIG="$PWD/.kube-stream-proxy/kubeconfig"');
+    for (const want of [/^kubectl exec -it /, /^kubectl cp /, /^kubectl port-forward /, /^kubectl api-resources/, /^kubectl get --raw \/metrics/]) {
+      expect(commands.some((c) => want.test(c)), String(want)).toBe(true);
+    }
+  });
+
+  for (const line of commands) {
+    it(line, async () => {
+      const known = CHECKS.find((c) => c.match.test(line));
+      await (known ? known.check(line, ctx) : defaultCheck(line, ctx));
+      if (/^kubectl (exec|attach|cp|port-forward)\b/.test(line)) ctx.streamingSoFar++;
+    });
+  }
+});
