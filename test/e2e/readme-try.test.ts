@@ -166,6 +166,30 @@ const CHECKS: LineCheck[] = [
       expectSuccess(r, line);
       expect(r.stdout).toMatch(/^NAME\s+SHORTNAMES\s+APIVERSION\s+NAMESPACED\s+KIND$/m);
       expect(r.stdout).toMatch(/^pods\s+po\s+v1\s+true\s+Pod$/m);
+      expect(r.stdout).toMatch(/^pods\s+metrics\.k8s\.io\/v1beta1\s+true\s+PodMetrics$/m);
+    },
+  },
+  {
+    // Aggregated: dev-metrics has figures one scrape interval after start (as metrics-server needs a
+    // window), so a line run in the first seconds may be retried, as a user would.
+    match: /^kubectl top pod demo$/,
+    check: async (line, ctx) => {
+      const deadline = Date.now() + 20_000;
+      let r = await ctx.run(line);
+      while (r.code !== 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        r = await ctx.run(line);
+      }
+      expectSuccess(r, line);
+      expect(r.stdout).toMatch(/^NAME\s+CPU\(cores\)\s+MEMORY\(bytes\)\s*\ndemo\s+\d+m\s+\d+Mi\s*$/m);
+    },
+  },
+  {
+    match: /^kubectl get apiservices$/,
+    check: async (line, ctx) => {
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      expect(r.stdout).toMatch(/^v1beta1\.metrics\.k8s\.io\s+kube-system\/metrics-server\s+True\s+\S+\s*$/m);
     },
   },
   {
@@ -226,7 +250,7 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "What you can try"
 
   it('has the lines the quick start promises (exec -it, cp, port-forward, api-resources, metrics) and an export of KUBECONFIG', () => {
     expect(exports).toContain('export KUBECONFIG="$PWD/.kube-stream-proxy/kubeconfig"');
-    for (const want of [/^kubectl exec -it /, /^kubectl cp /, /^kubectl port-forward /, /^kubectl api-resources/, /^kubectl get --raw \/metrics/]) {
+    for (const want of [/^kubectl exec -it /, /^kubectl cp /, /^kubectl port-forward /, /^kubectl api-resources/, /^kubectl top pod /, /^kubectl get --raw \/metrics/]) {
       expect(commands.some((c) => want.test(c)), String(want)).toBe(true);
     }
   });
