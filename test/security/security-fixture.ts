@@ -75,19 +75,47 @@ export function request(
   });
 }
 
-/** A WebSocket v5 exec as a browser would open it: a GET upgrade. Resolves with what happened. */
+/** What {@link webSocketGetExec} may change. */
+export interface WebSocketExecOptions {
+  /** The pod; default `demo`. */
+  pod?: string;
+  /**
+   * The channel protocol offered; default `v5.channel.k8s.io` (translated). `v4.base64.channel.k8s.io`
+   * (what browser terminals use) and `v4.channel.k8s.io` are relayed to the upstream unchanged.
+   */
+  protocol?: string;
+}
+
+/** What a {@link webSocketGetExec} saw. */
+export interface WebSocketExecResult {
+  /** 101, or the handshake's answer. */
+  status?: number;
+  /** The refusal's body (handshake refused). */
+  body?: string;
+  /** stdout and stderr. */
+  output: string;
+  /** Channel 3 (the Status). */
+  statusFrame?: string;
+  /** The subprotocol the server answered with (upgraded). */
+  protocol?: string;
+}
+
+/** A WebSocket exec as a browser would open it: a GET upgrade. Resolves with what happened. */
 export async function webSocketGetExec(
   url: string,
   token: string,
   command: string[],
   ca: Buffer,
   via: 'header' | 'subprotocol' = 'header',
-): Promise<{ status?: number; output: string; statusFrame?: string }> {
+  o: WebSocketExecOptions = {},
+): Promise<WebSocketExecResult> {
   const q = new URLSearchParams({ stdout: 'true', stderr: 'true' });
   for (const c of command) q.append('command', c);
+  const channelProtocol = o.protocol ?? 'v5.channel.k8s.io';
+  const base64 = channelProtocol.includes('base64');
   // A browser cannot set Authorization on a WebSocket: it sends the token as a subprotocol.
-  const protocols = via === 'subprotocol' ? [`base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString('base64url')}`, 'v5.channel.k8s.io'] : ['v5.channel.k8s.io'];
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/api/v1/namespaces/default/pods/demo/exec?${q}`, protocols, {
+  const protocols = via === 'subprotocol' ? [`base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString('base64url')}`, channelProtocol] : [channelProtocol];
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/api/v1/namespaces/default/pods/${o.pod ?? 'demo'}/exec?${q}`, protocols, {
     ...(via === 'header' ? { headers: { Authorization: `Bearer ${token}` } } : {}),
     ca,
   });
@@ -95,15 +123,23 @@ export async function webSocketGetExec(
     let output = '';
     let statusFrame: string | undefined;
     ws.on('unexpected-response', (_req, res) => {
-      resolve({ status: res.statusCode!, output });
-      ws.terminate();
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => {
+        resolve({ status: res.statusCode!, body, output });
+        ws.terminate();
+      });
     });
     ws.on('message', (data: Buffer) => {
-      if (data[0] === 1 || data[0] === 2) output += data.subarray(1).toString();
-      if (data[0] === 3) statusFrame = data.subarray(1).toString();
+      // base64 protocols: a text message, the channel as an ASCII digit, the payload base64-encoded.
+      const channel = base64 ? data[0]! - 0x30 : data[0];
+      const payload = base64 ? Buffer.from(data.subarray(1).toString(), 'base64') : data.subarray(1);
+      if (channel === 1 || channel === 2) output += payload.toString();
+      if (channel === 3) statusFrame = payload.toString();
     });
     ws.on('error', () => undefined);
-    ws.on('close', () => resolve({ status: 101, output, ...(statusFrame !== undefined ? { statusFrame } : {}) }));
+    ws.on('close', () => resolve({ status: 101, output, protocol: ws.protocol, ...(statusFrame !== undefined ? { statusFrame } : {}) }));
   });
 }
 
