@@ -111,6 +111,27 @@ describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstr
     expect(denied.status).toBe(403);
   });
 
+  it.each(['v4.base64.channel.k8s.io', 'v4.channel.k8s.io'])(
+    "relayed path (%s): a browser's subprotocol token goes upstream unchanged and the upstream authenticates it",
+    async (protocol) => {
+      const seen = f.cluster.requests.length;
+      // A browser's GET upgrade needs `get` and (kube-apiserver 1.35) `create` on pods/exec: admin has both.
+      const r = await webSocketGetExec(f.proxy.url, USERS.admin.token, ['echo', 'browser'], f.pki.ca.cert, 'subprotocol', { protocol });
+      expect(r).toMatchObject({ status: 101, output: 'browser\n', protocol });
+      const upgrades = f.cluster.requests.slice(seen).filter((q) => q.upgrade);
+      expect(upgrades).toHaveLength(1);
+      // Relayed as the browser sent it: no Authorization line, the token still in the list, and the
+      // upstream's user is the token's.
+      expect(upgrades[0]!.headers.authorization).toBeUndefined();
+      expect(upgrades[0]!.headers['sec-websocket-protocol']).toContain(`base64url.bearer.authorization.k8s.io.${Buffer.from(USERS.admin.token).toString('base64url')}`);
+      expect(upgrades[0]!.user).toBe('admin');
+      const denied = await webSocketGetExec(f.proxy.url, USERS.viewer.token, ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol', { protocol });
+      expect(denied).toMatchObject({ status: 403, output: '' });
+      const wrong = await webSocketGetExec(f.proxy.url, 'not-a-valid-token', ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol', { protocol });
+      expect(wrong).toMatchObject({ status: 401, output: '' });
+    },
+  );
+
   it('translated path: wrong token → 401, missing pod → 404, forbidden → 403 at the handshake, each with the upstream\'s Status, never a 101', async () => {
     const cases = [
       { token: 'not-a-valid-token', pod: 'demo', code: 401, reason: 'Unauthorized' },
