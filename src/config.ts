@@ -10,6 +10,7 @@ import { parseHostPort, type HostPort } from './listen-address.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { AuthnMode } from './auth/request-auth.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
+import { parseAllowedOrigins, type AllowedOrigins } from './auth/websocket-origin.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
 import type { KubeletClientConfig } from './kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './kubelet/node-address.js';
@@ -78,6 +79,8 @@ export interface ProxyConfig {
   shutdownGracePeriodMs: number;
   /** Authentication, authorization and upstream mode; passthrough to an apiserver when absent. */
   security?: SecurityConfig;
+  /** `--websocket-allowed-origins`; {@link DEFAULT_WEBSOCKET_ALLOWED_ORIGINS} when absent. */
+  websocketAllowedOrigins?: AllowedOrigins;
 }
 
 /** The `serve` flags as strings, exactly as given (camelCase of the flag names). */
@@ -110,6 +113,7 @@ export interface ServeFlags {
   kubeletCertificateAuthority?: string;
   kubeletPreferredAddressTypes?: string;
   kubeletInsecureSkipTlsVerify?: boolean;
+  websocketAllowedOrigins?: string;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -344,6 +348,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     throw new ConfigError(`--shutdown-grace-period: ${(e as Error).message}`, { cause: e });
   }
 
+  const websocketAllowedOrigins = parseAllowedOrigins(flags.websocketAllowedOrigins);
   const securityFlags = parseSecurity(flags, tls !== undefined);
   const { upstream, apiKubeConfig } = await parseUpstream(flags, securityFlags.authn === 'impersonate');
   if (upstream.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
@@ -358,6 +363,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     featureGates,
     upgradeResponseTimeoutMs,
     shutdownGracePeriodMs,
+    websocketAllowedOrigins,
   };
   if (tls) config.tls = tls;
   return config;

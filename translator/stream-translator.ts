@@ -15,7 +15,8 @@
  * | upstream refused with ≥ 400 (401, 403, 404, …)| that HTTP answer, verbatim, no 101 | its status code    |
  * | command exited 0                              | Success on channel 3               | 200                |
  * | command exited non-zero                       | the upstream's NonZeroExitCode     | 200                |
- * | another non-101 upstream answer (e.g. 302)    | its Status (or `unable to upgrade`)| its `code` (0 if unset) |
+ * | another non-101 upstream answer (e.g. 302)    | its Status body on channel 3       | its `code` (0 if unset) |
+ * |   … without a Status body                     | InternalError `unable to upgrade…` | 500                |
  * | no upstream answer within the response timeout| 504 Timeout on channel 3           | 504                |
  * | anything else (dial, bad 101, lost upstream…) | InternalError on channel 3         | 500                |
  * | client WebSocket handshake failed             | (HTTP 4xx answer, no WebSocket)    | 400                |

@@ -54,6 +54,8 @@ export interface SecurityFixtureOptions {
   wrongKubeletCa?: boolean;
   /** What the proxy's token file ends with after the token (`echo token > file` writes `\n`); default nothing. */
   proxyTokenEnding?: string;
+  /** `--websocket-allowed-origins`. */
+  websocketAllowedOrigins?: string;
 }
 
 /** A plain request to the proxy (HTTPS, trusting the test CA), optionally with a client certificate. */
@@ -84,6 +86,10 @@ export interface WebSocketExecOptions {
    * (what browser terminals use) and `v4.channel.k8s.io` are relayed to the upstream unchanged.
    */
   protocol?: string;
+  /** The `Origin` a browser page would send. */
+  origin?: string;
+  /** A client certificate to present (what a browser may do by itself). */
+  client?: CertAndKey;
 }
 
 /** What a {@link webSocketGetExec} saw. */
@@ -106,7 +112,7 @@ export async function webSocketGetExec(
   token: string,
   command: string[],
   ca: Buffer,
-  via: 'header' | 'subprotocol' = 'header',
+  via: 'header' | 'subprotocol' | 'none' = 'header',
   o: WebSocketExecOptions = {},
 ): Promise<WebSocketExecResult> {
   const q = new URLSearchParams({ stdout: 'true', stderr: 'true' });
@@ -115,8 +121,11 @@ export async function webSocketGetExec(
   const base64 = channelProtocol.includes('base64');
   // A browser cannot set Authorization on a WebSocket: it sends the token as a subprotocol.
   const protocols = via === 'subprotocol' ? [`base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString('base64url')}`, channelProtocol] : [channelProtocol];
+  const headers: Record<string, string> = via === 'header' ? { Authorization: `Bearer ${token}` } : {};
   const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/api/v1/namespaces/default/pods/${o.pod ?? 'demo'}/exec?${q}`, protocols, {
-    ...(via === 'header' ? { headers: { Authorization: `Bearer ${token}` } } : {}),
+    headers,
+    ...(o.origin !== undefined ? { origin: o.origin } : {}),
+    ...(o.client ? { cert: o.client.cert, key: o.client.key } : {}),
     ca,
   });
   return new Promise((resolve) => {
@@ -193,6 +202,7 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
     ...(o.upstreamMode === 'kubelet' ? { kubelet: { tls: { cert: pki.server.cert, key: pki.server.key }, clientCa: pki.ca.cert } } : {}),
   });
   const flags: ServeFlags = {
+    ...(o.websocketAllowedOrigins !== undefined ? { websocketAllowedOrigins: o.websocketAllowedOrigins } : {}),
     listen: '127.0.0.1:0',
     upstream: cluster.url,
     upstreamCaFile: pki.ca.certFile,
