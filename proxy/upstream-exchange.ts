@@ -1,8 +1,9 @@
 /**
  * One upgrade request → response-head exchange with the upstream, shared by the passthrough
- * (UpgradeAwareProxy) and the port-forward tunnel: dial (TLS/ALPN and credentials from `Upstream`),
- * write the request head, read the response head with every byte kept, all under one deadline, and
- * abandoned as soon as the client goes away.
+ * (UpgradeAwareProxy), the port-forward tunnel and the translator (`src/upstream-spdy.ts`): dial
+ * (TLS/ALPN and credentials from `Upstream`), write the request head, read the response head with
+ * every byte kept, all under one deadline, and abandoned as soon as the client goes away (its socket
+ * closes: a reset, or a FIN once the paused socket is read).
  */
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';

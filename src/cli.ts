@@ -125,6 +125,10 @@ Security (docs/security.md):
   --kubelet-certificate-authority PATH  CA verifying kubelet serving certificates (kubelet mode).
   --kubelet-preferred-address-types T Node address types in order (default Hostname,InternalDNS,InternalIP,ExternalDNS,ExternalIP).
   --kubelet-insecure-skip-tls-verify  Do not verify kubelet certificates (logged as a warning).
+  --websocket-allowed-origins O1,O2   Origins (scheme://host[:port]) whose pages may open WebSockets, or *
+                                      (default *, as kube-apiserver). Others get 403 before any upstream
+                                      work. With --client-ca-file, a cross-origin upgrade without a bearer
+                                      token is refused unless its origin is listed explicitly.
 
 Aggregation (docs/aggregation.md):
   --apiservice-config PATH            apiregistration.k8s.io/v1 APIService documents (YAML/JSON, a List too),
@@ -176,6 +180,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'kubelet-certificate-authority': { type: 'string' },
         'kubelet-preferred-address-types': { type: 'string' },
         'kubelet-insecure-skip-tls-verify': { type: 'boolean', default: false },
+        'websocket-allowed-origins': { type: 'string' },
         'max-connection-bytes-per-sec': { type: 'string' },
         'feature-gates': { type: 'string' },
         'upgrade-response-timeout': { type: 'string' },
@@ -222,6 +227,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       kubeletCertificateAuthority: values['kubelet-certificate-authority'],
       kubeletPreferredAddressTypes: values['kubelet-preferred-address-types'],
       kubeletInsecureSkipTlsVerify: values['kubelet-insecure-skip-tls-verify'],
+      websocketAllowedOrigins: values['websocket-allowed-origins'],
       maxConnectionBytesPerSec: values['max-connection-bytes-per-sec'],
       featureGates: values['feature-gates'],
       upgradeResponseTimeout: values['upgrade-response-timeout'],

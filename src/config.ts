@@ -10,6 +10,7 @@ import { parseHostPort, type HostPort } from './listen-address.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { AuthnMode } from './auth/request-auth.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
+import { parseAllowedOrigins, type AllowedOrigins } from './auth/websocket-origin.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
 import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
@@ -82,6 +83,8 @@ export interface ProxyConfig {
   security?: SecurityConfig;
   /** API aggregation (`--apiservice-config`); absent: every request goes to the primary upstream. */
   aggregation?: AggregationConfig;
+  /** `--websocket-allowed-origins`; {@link DEFAULT_WEBSOCKET_ALLOWED_ORIGINS} when absent. */
+  websocketAllowedOrigins?: AllowedOrigins;
 }
 
 /** `--apiservice-config` and the front-proxy identity (`--proxy-client-*-file`). */
@@ -125,6 +128,7 @@ export interface ServeFlags {
   apiserviceConfig?: string;
   proxyClientCertFile?: string;
   proxyClientKeyFile?: string;
+  websocketAllowedOrigins?: string;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -359,6 +363,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     throw new ConfigError(`--shutdown-grace-period: ${(e as Error).message}`, { cause: e });
   }
 
+  const websocketAllowedOrigins = parseAllowedOrigins(flags.websocketAllowedOrigins);
   const securityFlags = parseSecurity(flags, tls !== undefined);
   const { upstream, apiKubeConfig } = await parseUpstream(flags, securityFlags.authn === 'impersonate');
   if (upstream.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
@@ -373,6 +378,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     featureGates,
     upgradeResponseTimeoutMs,
     shutdownGracePeriodMs,
+    websocketAllowedOrigins,
   };
   if (tls) config.tls = tls;
   const aggregation = await parseAggregation(flags, security.warnings);

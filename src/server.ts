@@ -37,6 +37,8 @@ import { Authenticator } from './auth/authenticator.js';
 import { Authorizer } from './auth/authorizer.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
 import { createRequestAuthHook } from './auth/request-auth.js';
+import { createWebSocketOriginHook } from './auth/origin-hook.js';
+import { DEFAULT_WEBSOCKET_ALLOWED_ORIGINS } from './auth/websocket-origin.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_UID_HEADERS, DEFAULT_USERNAME_HEADERS } from './auth/request-header.js';
 import { TokenReviewer } from './auth/token-review.js';
 import type { ProxyConfig } from './config.js';
@@ -198,6 +200,14 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const requestHeader = security?.requestHeader;
   const lower = (xs: readonly string[]): string[] => xs.map((x) => x.toLowerCase());
   const ownPaths = [...HEALTH_PATHS, '/metrics'];
+  // The Origin policy comes first: a refused WebSocket upgrade costs no TokenReview and reaches no upstream.
+  app.addHook(
+    'onRequest',
+    createWebSocketOriginHook({
+      allowed: config.websocketAllowedOrigins ?? DEFAULT_WEBSOCKET_ALLOWED_ORIGINS,
+      clientCertificates: security?.authn === 'impersonate' && security.clientCa !== undefined,
+    }),
+  );
   app.addHook(
     'onRequest',
     createRequestAuthHook({

@@ -1,14 +1,18 @@
 /**
  * The client side of a SPDY/3.1 upgrade toward the upstream, as client-go's `spdy.RoundTripper` does
  * it: dial (`Upstream.dial()`, HTTP/1.1 only), write the request head, read the response head with
- * every byte kept, and on 101 hand the socket (plus the bytes read past the head) to a client-role
- * {@link SpdyConnection}. Any other answer becomes {@link UpstreamUpgradeRefusedError} carrying the
- * upstream's Status. No redirect is ever followed (`NewSPDYExecutorRejectRedirects`).
+ * every byte kept — the exchange the passthrough and the port-forward tunnel share
+ * (`proxy/upstream-exchange.ts`) — and on 101 hand the socket (plus the bytes read past the head) to
+ * a client-role {@link SpdyConnection}. A ≥ 400 answer is handed back unread, for the caller to relay
+ * verbatim as the answer to its client's handshake (the UpgradeAwareProxy rule: know the upstream's
+ * answer before taking the client over); any other answer is an error. No redirect is ever followed
+ * (`NewSPDYExecutorRejectRedirects`).
  *
- * Used by the StreamTranslatorProxy (exec/attach) and reusable for port-forward: the caller chooses
- * the method, the request-target, the protocols offered and the extra header lines.
+ * Used by the StreamTranslatorProxy (exec/attach); the caller chooses the method, the
+ * request-target, the protocols offered and the extra header lines.
  */
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { websocketBearer } from './auth/websocket-bearer.js';
 import {
   rawFromPairs,
@@ -20,8 +24,8 @@ import {
   type HeaderPair,
 } from '../proxy/forwarded-headers.js';
 import type { CompleteResponseHead } from '../proxy/response-head.js';
-import { readResponseHead } from '../proxy/upgrade-aware.js';
-import { UpgradeMismatchError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } from './errors.js';
+import { exchangeUpgradeHead } from '../proxy/upstream-exchange.js';
+import { UpgradeMismatchError, UpstreamUpgradeRefusedError } from './errors.js';
 import { SpdyConnection, type SpdyLogger } from './spdy/index.js';
 import { errorStatus, isStatus, type V1Status } from './status.js';
 import { HEADER_PROTOCOL_VERSION, StreamProtocolV1Name } from './stream-protocol.js';
@@ -55,12 +59,12 @@ export interface UpstreamSpdyRequest {
   client: ClientInfo;
   /** `X-Stream-Protocol-Version` values in preference order, one header line each. */
   protocols: readonly string[];
-  /** Deadline for dialling plus the complete response head (and a refusal's body), in ms. */
+  /** Deadline for dialling plus the complete response head (and a non-101 answer's body), in ms. */
   responseTimeoutMs: number;
   /** PING period on the resulting connection; default {@link UPSTREAM_SPDY_PING_INTERVAL_MS}, 0 = none. */
   pingIntervalMs?: number;
-  /** Aborts the handshake (e.g. the client went away). */
-  signal?: AbortSignal;
+  /** The client's socket, not yet upgraded and left paused by the caller: its 'close' abandons the handshake. */
+  clientSocket: Duplex;
   /** Logger for the SPDY connection. */
   logger?: SpdyLogger;
 }
@@ -73,6 +77,24 @@ export interface UpstreamSpdySession {
   /** The upstream's 101 head, for logging. */
   response: CompleteResponseHead;
 }
+
+/** How {@link openUpstreamSpdy} ended. */
+export type UpstreamSpdyOpening =
+  /** 101 with the upgrade headers: the connection is up. */
+  | { kind: 'upgraded'; session: UpstreamSpdySession }
+  /**
+   * The upstream refused with a ≥ 400 answer (401, 403, 404, …): its head is read, its body is not.
+   * The caller owns `upstreamSocket` (paused) and relays the answer (`relayErrorResponse`).
+   */
+  | { kind: 'refused'; upstreamSocket: Socket; response: CompleteResponseHead }
+  /**
+   * No connection: UpstreamUnreachableError, UpstreamTimeoutError, UpstreamClosedError,
+   * ResponseHeadTooLargeError / MalformedResponseHeadError, {@link UpgradeMismatchError} (101 without
+   * the upgrade headers) or {@link UpstreamUpgradeRefusedError} (another non-101 answer). Cleaned up.
+   */
+  | { kind: 'failed'; error: unknown }
+  /** The client left before the upstream answered; cleaned up. */
+  | { kind: 'client-gone' };
 
 /** Header lines of the client request that never go upstream on a SPDY upgrade. */
 function isDroppedHeader(lowerName: string): boolean {
@@ -113,57 +135,36 @@ export function upstreamSpdyHeaders(
   ];
 }
 
-/**
- * Dial the upstream and upgrade to SPDY/3.1. Resolves with a client-role connection. Rejects with
- * {@link UpstreamUpgradeRefusedError} (non-101), {@link UpgradeMismatchError} (101 without the
- * upgrade headers), UpstreamUnreachableError, UpstreamTimeoutError, UpstreamClosedError,
- * ResponseHeadTooLargeError / MalformedResponseHeadError, or the signal's reason.
- */
-export async function connectUpstreamSpdy(r: UpstreamSpdyRequest): Promise<UpstreamSpdySession> {
-  const controller = new AbortController();
-  const onOuterAbort = (): void => controller.abort(r.signal?.reason ?? new Error('aborted'));
-  if (r.signal?.aborted) onOuterAbort();
-  else r.signal?.addEventListener('abort', onOuterAbort, { once: true });
-  const timer = setTimeout(() => controller.abort(new UpstreamTimeoutError(r.responseTimeoutMs)), r.responseTimeoutMs);
-  let socket: Socket | undefined;
-  try {
-    const auth = await r.upstream.callerAuthHeaders();
-    const head = requestHead(
-      r.method ?? 'POST',
-      r.upstream.target(r.url),
-      upstreamSpdyHeaders(r.clientHeaders, r.client, auth, r.upstream.host, r.protocols),
-    );
-    socket = await r.upstream.dial(controller.signal);
-    socket.on('error', () => {});
-    socket.setNoDelay(true);
-    socket.write(head);
-    const response = await readResponseHead(socket, controller.signal);
-    const { statusCode, headers } = response.head;
-    if (statusCode !== 101) {
-      const body = await readBody(socket, response, controller.signal);
-      socket.destroy();
-      throw refusal(statusCode, body);
-    }
-    if (!headers.tokens('connection').includes('upgrade') || !headers.tokens('upgrade').includes('spdy/3.1')) {
-      socket.destroy();
-      throw new UpgradeMismatchError('SPDY/3.1', `${headers.get('upgrade') ?? ''} (Connection: ${headers.get('connection') ?? ''})`);
-    }
-    const protocol = headers.get(HEADER_PROTOCOL_VERSION)?.trim() || StreamProtocolV1Name;
-    const connection = new SpdyConnection(socket, {
-      isServer: false,
-      head: response.rest,
-      pingIntervalMs: r.pingIntervalMs ?? UPSTREAM_SPDY_PING_INTERVAL_MS,
-      ...(r.logger ? { logger: r.logger } : {}),
-    });
-    socket.resume();
-    return { connection, protocol, response };
-  } catch (e) {
-    socket?.destroy();
-    throw e;
-  } finally {
-    clearTimeout(timer);
-    r.signal?.removeEventListener('abort', onOuterAbort);
+/** Dial the upstream and ask for SPDY/3.1; see {@link UpstreamSpdyOpening}. Never throws. */
+export async function openUpstreamSpdy(r: UpstreamSpdyRequest): Promise<UpstreamSpdyOpening> {
+  const exchange = await exchangeUpgradeHead({
+    upstream: r.upstream,
+    clientSocket: r.clientSocket,
+    timeoutMs: r.responseTimeoutMs,
+    request: (auth) => requestHead(r.method ?? 'POST', r.upstream.target(r.url), upstreamSpdyHeaders(r.clientHeaders, r.client, auth, r.upstream.host, r.protocols)),
+  });
+  if (exchange.kind !== 'answered') return exchange;
+  const { upstreamSocket: socket, response } = exchange;
+  const { statusCode, headers } = response.head;
+  if (statusCode >= 400) return { kind: 'refused', upstreamSocket: socket, response };
+  if (statusCode !== 101) {
+    const body = await readBody(socket, response, AbortSignal.timeout(r.responseTimeoutMs));
+    socket.destroy();
+    return { kind: 'failed', error: refusal(statusCode, body) };
   }
+  if (!headers.tokens('connection').includes('upgrade') || !headers.tokens('upgrade').includes('spdy/3.1')) {
+    socket.destroy();
+    return { kind: 'failed', error: new UpgradeMismatchError('SPDY/3.1', `${headers.get('upgrade') ?? ''} (Connection: ${headers.get('connection') ?? ''})`) };
+  }
+  const protocol = headers.get(HEADER_PROTOCOL_VERSION)?.trim() || StreamProtocolV1Name;
+  const connection = new SpdyConnection(socket, {
+    isServer: false,
+    head: response.rest,
+    pingIntervalMs: r.pingIntervalMs ?? UPSTREAM_SPDY_PING_INTERVAL_MS,
+    ...(r.logger ? { logger: r.logger } : {}),
+  });
+  socket.resume();
+  return { kind: 'upgraded', session: { connection, protocol, response } };
 }
 
 /**

@@ -84,12 +84,25 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
         client: clientInfo(request.raw, deps.proto),
         log: request.log,
       });
-      deps.metrics.incUpgradeRequest(handler, handle.upgraded ? 101 : 400);
-      if (!handle.upgraded) {
-        request.log.info({ handler }, 'WebSocket handshake refused');
-        session.end({ outcome: 'handshake_failed', statusCode: 400, message: 'WebSocket handshake refused' });
-        return;
+      switch (handle.kind) {
+        case 'refused':
+          deps.metrics.incUpgradeRequest(handler, handle.statusCode);
+          request.log.info({ handler, statusCode: handle.statusCode }, 'upstream refused the translated session; answer relayed');
+          session.end({ outcome: 'upstream_refused', statusCode: handle.statusCode });
+          return;
+        case 'handshake-failed':
+          deps.metrics.incUpgradeRequest(handler, handle.statusCode);
+          request.log.info({ handler }, 'WebSocket handshake refused');
+          session.end({ outcome: 'handshake_failed', statusCode: handle.statusCode, message: handle.message });
+          return;
+        case 'client-gone':
+          request.log.info({ handler }, 'client left before the upstream answered');
+          session.end({ outcome: 'client_gone', statusCode: 499 });
+          return;
+        case 'upgraded':
+          break;
       }
+      deps.metrics.incUpgradeRequest(handler, 101);
       deps.metrics.addUpgradedConnections(handler, 1);
       session.established(() => handle.stop(new ShuttingDownError()), StreamProtocolV5Name);
       request.log.info({ handler, translated: true }, 'translated connection started');

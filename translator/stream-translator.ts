@@ -2,32 +2,43 @@
  * StreamTranslatorProxy: WebSocket `v5.channel.k8s.io` exec/attach from the client, SPDY/3.1 to the
  * upstream, after kube-apiserver's `StreamTranslatorHandler` (`apiserver pkg/util/proxy/streamtranslator.go`).
  *
- * Order, as kube-apiserver does it: FIRST upgrade the client (v5 only, initial empty frame), THEN dial
- * the upstream and create the SPDY streams, then relay. Every outcome goes to the client as exactly
- * one Status on channel 3 followed by close code 1000:
+ * Order: FIRST open the upstream SPDY connection and read its answer, as the port-forward tunnel and
+ * the UpgradeAwareProxy do (and KubeVirt's virt-api before upgrading its client), so an upstream
+ * refusal is the answer to the client's handshake and an unauthenticated client never holds an
+ * upgraded socket. THEN upgrade the client (v5 only, initial empty frame), create the SPDY streams and
+ * relay. kube-apiserver upgrades first; it cannot do otherwise, as its upstream leg is a client-go
+ * executor. Once upgraded, every outcome goes to the client as exactly one Status on channel 3
+ * followed by close code 1000:
  *
- * | outcome                                       | Status on channel 3                | counter code       |
+ * | outcome                                       | answer to the client               | counter code       |
  * |-----------------------------------------------|------------------------------------|--------------------|
- * | command exited 0                              | Success                            | 200                |
+ * | upstream refused with ≥ 400 (401, 403, 404, …)| that HTTP answer, verbatim, no 101 | its status code    |
+ * | command exited 0                              | Success on channel 3               | 200                |
  * | command exited non-zero                       | the upstream's NonZeroExitCode     | 200                |
- * | upstream refused the upgrade with a Status    | that Status                        | its `code` (0 if unset) |
- * | no upstream answer within the response timeout| 504 Timeout                        | 504                |
- * | anything else (dial, bad 101, lost upstream…) | InternalError                      | 500                |
+ * | another non-101 upstream answer (e.g. 302)    | its Status body on channel 3       | its `code` (0 if unset) |
+ * |   … without a Status body                     | InternalError `unable to upgrade…` | 500                |
+ * | no upstream answer within the response timeout| 504 Timeout on channel 3           | 504                |
+ * | anything else (dial, bad 101, lost upstream…) | InternalError on channel 3         | 500                |
  * | client WebSocket handshake failed             | (HTTP 4xx answer, no WebSocket)    | 400                |
- * | proxy shutdown after the grace period (`stop`)| 503 ServiceUnavailable             | 503                |
+ * | client left before the upstream answered      | (nothing)                          | not counted        |
+ * | proxy shutdown after the grace period (`stop`)| 503 ServiceUnavailable on channel 3| 503                |
+ *
+ * Failures other than a ≥ 400 refusal still upgrade the client and report on channel 3, as before
+ * (and as kube-apiserver): kubectl then reports them at once instead of retrying over SPDY.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type ServerOptions, type WebSocket } from 'ws';
 import { pairsFromRaw, type ClientInfo } from '../proxy/forwarded-headers.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
+import { relayErrorResponse } from '../proxy/upgrade-aware.js';
 import { ShuttingDownError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } from '../src/errors.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '../src/status.js';
 import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../src/stream-protocol.js';
 import type { Upstream } from '../src/routing/upstream.js';
 import { routeOf } from '../src/routing/route.js';
-import { connectUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS } from '../src/upstream-spdy.js';
+import { openUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS, type UpstreamSpdyOpening } from '../src/upstream-spdy.js';
 import type { ChannelMessage } from './channel-frame.js';
 import type { RemoteCommandOutcome } from './error-stream.js';
 import type { RemoteCommandOptions } from './remote-command-options.js';
@@ -80,25 +91,34 @@ export interface TranslatorResult {
   clientEnd?: 'client_gone' | 'idle_timeout' | 'protocol_error';
 }
 
-/** A started translation: the handshake result now, the end of the session later. */
-export interface TranslatorHandle {
-  /** True when the client WebSocket was upgraded; false when the handshake was refused (400/405…). */
-  upgraded: boolean;
-  /** Resolves once the session is over and the client socket is closed. */
-  done: Promise<TranslatorResult>;
-  /**
-   * End the session now with `reason`'s Status on channel 3 (e.g. {@link ShuttingDownError}), then
-   * close 1000. No-op once the outcome is known.
-   */
-  stop(reason: Error): void;
-}
+/**
+ * A started translation: the handshake's result now, the end of the session later (when upgraded).
+ */
+export type TranslatorHandle =
+  /** The client WebSocket was upgraded; the session runs. */
+  | {
+      kind: 'upgraded';
+      /** Resolves once the session is over and the client socket is closed. */
+      done: Promise<TranslatorResult>;
+      /**
+       * End the session now with `reason`'s Status on channel 3 (e.g. {@link ShuttingDownError}), then
+       * close 1000. No-op once the outcome is known.
+       */
+      stop(reason: Error): void;
+    }
+  /** The upstream's ≥ 400 answer was relayed verbatim as the answer to the client's handshake. */
+  | { kind: 'refused'; statusCode: number }
+  /** The client's WebSocket handshake was refused (400, 405) with a Status. */
+  | { kind: 'handshake-failed'; statusCode: number; message: string }
+  /** The client left before the upstream answered; nothing was answered or counted. */
+  | { kind: 'client-gone' };
 
 /** Serves translated requests; one instance per server. */
 export class StreamTranslatorProxy {
   readonly #options: StreamTranslatorOptions;
   readonly #wss: WebSocketServer;
   /** Handshake refusals by request, reported through `wsClientError`. */
-  readonly #refused = new WeakMap<IncomingMessage, () => void>();
+  readonly #refused = new WeakMap<IncomingMessage, (statusCode: number, message: string) => void>();
 
   constructor(options: StreamTranslatorOptions) {
     this.#options = options;
@@ -115,40 +135,83 @@ export class StreamTranslatorProxy {
     // `closeTimeout` (ws ≥ 8.18) is missing from @types/ws.
     this.#wss = new WebSocketServer(wsOptions);
     this.#wss.on('wsClientError', (err: Error & { code?: string }, socket: Duplex, req: IncomingMessage) => {
-      this.#refused.get(req)?.();
       // The same answer ws would write, as a Status (400, or 405 for a non-GET).
       const code = /method/i.test(err.message) ? 405 : 400;
+      this.#refused.get(req)?.(code, err.message);
       closeAfterAnswer(socket, errorStatus(code, err.message));
     });
   }
 
   /**
-   * Upgrade the client and run the session. Resolves once the WebSocket handshake is settled;
-   * `done` resolves when the session has ended. Never throws.
+   * Open the upstream connection, then upgrade the client and run the session. Resolves once the
+   * client's handshake is settled; `done` resolves when an upgraded session has ended. Never throws.
    */
-  translate(t: TranslateRequest): Promise<TranslatorHandle> {
-    const bytes: SessionBytes = { toUpstream: 0, toClient: 0 };
-    const abort = new AbortController();
-    const stop = (reason: Error): void => abort.abort(reason);
+  async translate(t: TranslateRequest): Promise<TranslatorHandle> {
+    const o = this.#options;
     if ((t.req.headers['sec-websocket-version'] ?? '').trim() !== '13') {
       // gorilla and x/net/websocket accept version 13 only; ws would also take the hybi-08 draft.
-      this.#options.metrics.incStreamTranslatorRequest(400);
-      closeAfterAnswer(t.socket, errorStatus(400, 'Missing or invalid Sec-WebSocket-Version header'));
-      return Promise.resolve({ upgraded: false, done: Promise.resolve({ code: 400, bytes }), stop });
+      const message = 'Missing or invalid Sec-WebSocket-Version header';
+      o.metrics.incStreamTranslatorRequest(400);
+      closeAfterAnswer(t.socket, errorStatus(400, message));
+      return { kind: 'handshake-failed', statusCode: 400, message };
     }
-    return new Promise<TranslatorHandle>((resolve) => {
-      this.#refused.set(t.req, () => {
-        this.#options.metrics.incStreamTranslatorRequest(400);
-        resolve({ upgraded: false, done: Promise.resolve({ code: 400, bytes }), stop });
-      });
-      this.#wss.handleUpgrade(t.req, t.socket, t.head, (ws: WebSocket) => {
-        this.#refused.delete(t.req);
-        resolve({ upgraded: true, done: this.#run(t, ws, bytes, abort), stop });
-      });
+    // Nothing the client sends is read until its WebSocket is open (ws resumes the socket then).
+    t.socket.pause();
+    const opening = await openUpstreamSpdy({
+      upstream: routeOf(t.req, o.upstream),
+      url: t.req.url ?? '/',
+      clientHeaders: pairsFromRaw(t.req.rawHeaders),
+      client: t.client,
+      protocols: UPSTREAM_PROTOCOLS,
+      responseTimeoutMs: o.responseTimeoutMs,
+      pingIntervalMs: o.pingIntervalMs ?? UPSTREAM_SPDY_PING_INTERVAL_MS,
+      clientSocket: t.socket,
+      logger: { warn: (msg: string) => t.log.warn({}, msg) },
     });
+    if (opening.kind === 'client-gone') return opening;
+    if (opening.kind === 'refused') {
+      const { upstreamSocket, response } = opening;
+      const raw = response.rest.length > 0 ? Buffer.concat([response.headBytes, response.rest]) : response.headBytes;
+      relayErrorResponse(t.socket, upstreamSocket, raw, response, false);
+      o.metrics.incStreamTranslatorRequest(response.head.statusCode);
+      return { kind: 'refused', statusCode: response.head.statusCode };
+    }
+    const upgraded = this.#upgradeClient(t);
+    if (upgraded.kind === 'handshake-failed') {
+      if (opening.kind === 'upgraded') opening.session.connection.destroy();
+      o.metrics.incStreamTranslatorRequest(400);
+      return upgraded;
+    }
+    const bytes: SessionBytes = { toUpstream: 0, toClient: 0 };
+    const abort = new AbortController();
+    return { kind: 'upgraded', done: this.#run(t, upgraded.ws, bytes, abort, opening), stop: (reason: Error) => abort.abort(reason) };
   }
 
-  async #run(t: TranslateRequest, rawWs: WebSocket, bytes: SessionBytes, abort: AbortController): Promise<TranslatorResult> {
+  /**
+   * Complete the client's WebSocket handshake. ws validates synchronously: the callback runs, or
+   * 'wsClientError' fires and the refusal is answered, or the socket was already gone.
+   */
+  #upgradeClient(t: TranslateRequest): { kind: 'upgraded'; ws: WebSocket } | Extract<TranslatorHandle, { kind: 'handshake-failed' }> {
+    let result: { kind: 'upgraded'; ws: WebSocket } | Extract<TranslatorHandle, { kind: 'handshake-failed' }> | undefined;
+    this.#refused.set(t.req, (statusCode, message) => (result = { kind: 'handshake-failed', statusCode, message }));
+    try {
+      this.#wss.handleUpgrade(t.req, t.socket, t.head, (ws: WebSocket) => (result = { kind: 'upgraded', ws }));
+    } catch (e) {
+      t.socket.destroy();
+      result = { kind: 'handshake-failed', statusCode: 400, message: e instanceof Error ? e.message : String(e) };
+    } finally {
+      this.#refused.delete(t.req);
+    }
+    return result ?? { kind: 'handshake-failed', statusCode: 400, message: 'client connection closed before the handshake completed' };
+  }
+
+  async #run(
+    t: TranslateRequest,
+    rawWs: WebSocket,
+    bytes: SessionBytes,
+    abort: AbortController,
+    opening: Extract<UpstreamSpdyOpening, { kind: 'upgraded' | 'failed' }>,
+  ): Promise<TranslatorResult> {
     const o = this.#options;
     const ws = new ChannelWebSocket(rawWs, {
       ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
@@ -194,17 +257,9 @@ export class StreamTranslatorProxy {
     let failure: unknown;
     let streams: RemoteCommandStreams | undefined;
     try {
-      const session = await connectUpstreamSpdy({
-        upstream: routeOf(t.req, o.upstream),
-        url: t.req.url ?? '/',
-        clientHeaders: pairsFromRaw(t.req.rawHeaders),
-        client: t.client,
-        protocols: UPSTREAM_PROTOCOLS,
-        responseTimeoutMs: o.responseTimeoutMs,
-        pingIntervalMs: o.pingIntervalMs ?? UPSTREAM_SPDY_PING_INTERVAL_MS,
-        signal: abort.signal,
-        logger: { warn: (msg) => t.log.warn({}, msg) },
-      });
+      // An upstream failure before the upgrade (dial, timeout, bad 101) is reported here, on channel 3.
+      if (opening.kind === 'failed') throw opening.error;
+      const session = opening.session;
       connection = session.connection;
       const conn = connection;
       // The client leaving (or the idle timeout) ends the session at any point. The upstream closing

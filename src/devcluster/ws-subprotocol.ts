@@ -6,6 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer } from 'ws';
+import { withWebSocketProtocols } from '../auth/websocket-bearer.js';
 import { writeRawResponse } from '../http-response.js';
 import type { DevClusterRuntime } from './cluster-runtime.js';
 
@@ -22,6 +23,25 @@ export function negotiateSubprotocol(req: IncomingMessage, supported: readonly s
     if (p !== '' && supported.includes(p)) return p;
   }
   return null;
+}
+
+/** `Connection: upgrade` and `Upgrade: websocket`: apimachinery's `wsstream.IsWebSocketRequest`. */
+export function isWebSocketRequest(req: Pick<IncomingMessage, 'headers'>): boolean {
+  const tokens = (v: string | string[] | undefined): string[] => (Array.isArray(v) ? v.join(',') : (v ?? '')).split(',').map((t) => t.trim().toLowerCase());
+  return tokens(req.headers.connection).includes('upgrade') && tokens(req.headers.upgrade).includes('websocket');
+}
+
+/**
+ * Replace the request's subprotocol list by `protocols` (raw lines and parsed headers), as
+ * kube-apiserver's `websocket.ProtocolAuthenticator` does once the bearer token entry is verified:
+ * `req.Header.Set("Sec-WebSocket-Protocol", strings.Join(filteredProtocols, ","))`. The token
+ * therefore can never be chosen or echoed back, nor reach the handler.
+ */
+export function setWebSocketProtocols(req: Pick<IncomingMessage, 'rawHeaders' | 'headers' | 'headersDistinct'>, protocols: readonly string[]): void {
+  req.rawHeaders.splice(0, req.rawHeaders.length, ...withWebSocketProtocols(req.rawHeaders, protocols));
+  const joined = protocols.join(',');
+  req.headers['sec-websocket-protocol'] = joined;
+  req.headersDistinct['sec-websocket-protocol'] = [joined];
 }
 
 /** Subprotocol chosen per request, read back by the server's `handleProtocols`. */

@@ -52,16 +52,16 @@ async function rawExchange(url: string, request: string): Promise<string> {
 }
 
 /** A v5 WebSocket exec; resolves with the Status received on channel 3. */
-async function websocketExec(url: string, path: string): Promise<Record<string, unknown>> {
+/** A v5 WebSocket exec refused at the handshake: the answer's status code and its Status body. */
+async function refusedWebsocketExec(url: string, path: string): Promise<{ code: number; status: Record<string, unknown> }> {
   const ws = new WebSocket(url.replace(/^http/, 'ws') + path, ['v5.channel.k8s.io']);
-  let status: Record<string, unknown> | undefined;
-  ws.on('message', (data: Buffer) => {
-    if (data[0] === 3) status = JSON.parse(data.subarray(1).toString('utf8')) as Record<string, unknown>;
-  });
-  ws.on('close', () => {});
-  await once(ws, 'close');
-  if (!status) throw new Error('no Status on channel 3');
-  return status;
+  ws.on('error', () => {});
+  ws.on('open', () => ws.terminate());
+  const [, res] = (await once(ws, 'unexpected-response')) as [unknown, import('node:http').IncomingMessage];
+  let body = '';
+  for await (const chunk of res) body += String(chunk);
+  ws.terminate();
+  return { code: res.statusCode ?? 0, status: JSON.parse(body) as Record<string, unknown> };
 }
 
 describe.skipIf(skipReason !== undefined)('metrics after exec, attach, failed upgrades and port-forward (kubectl 1.33)', () => {
@@ -171,7 +171,7 @@ describe.skipIf(skipReason !== undefined)('metrics after exec, attach, failed up
     );
   });
 
-  it('a failed translated upgrade (no such pod): translator code 404, WebSocket failure upstream_refused', async () => {
+  it('a failed translated upgrade (no such pod): the 404 is the handshake answer; translator code 404, WebSocket failure upstream_refused', async () => {
     await expectIncrements(
       fx,
       [
@@ -179,10 +179,13 @@ describe.skipIf(skipReason !== undefined)('metrics after exec, attach, failed up
         ['apiserver_websocket_streaming_requests_total', { subresource: 'exec', proxy_type: 'translated_at_apiserver' }, 1],
         ['kube_stream_proxy_websocket_failures_total', { reason: 'upstream_refused' }, 1],
         ['kube_stream_proxy_streaming_requests_total', { subresource: 'exec', protocol: 'websocket', path: 'translated', outcome: 'upstream_refused' }, 1],
+        ['kube_stream_proxy_upgrade_requests_total', { handler: 'exec', code: '404' }, 1],
+        ['kube_stream_proxy_upgrade_requests_total', { handler: 'exec', code: '101' }, 0],
+        ['kube_stream_proxy_session_duration_seconds_count', { subresource: 'exec', path: 'translated' }, 0],
       ],
       async () => {
-        const status = await websocketExec(fx.proxy.url, '/api/v1/namespaces/default/pods/missing/exec?command=true&stdout=true');
-        expect(status).toMatchObject({ status: 'Failure', code: 404 });
+        const answer = await refusedWebsocketExec(fx.proxy.url, '/api/v1/namespaces/default/pods/missing/exec?command=true&stdout=true');
+        expect(answer).toMatchObject({ code: 404, status: { kind: 'Status', status: 'Failure', code: 404 } });
       },
     );
   });

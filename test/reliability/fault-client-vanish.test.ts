@@ -86,7 +86,8 @@ describe('fault: client vanishes mid-session', () => {
     const upstream = await startScriptedUpstream();
     const scripted = await startProxy(upstream.url);
     try {
-      const s = await wsExec(scripted.url, execPath(['cat']));
+      // The client's WebSocket opens only once the upstream has said 101 (the translator dials first).
+      const opening = wsExec(scripted.url, execPath(['cat']));
       const conn = await upstream.next();
       conn.socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n');
       const server = new SpdyConnection(conn.socket, { isServer: true, head: conn.rest });
@@ -103,6 +104,7 @@ describe('fault: client vanishes mid-session', () => {
         if (streams.length === 4) all();
       });
       conn.socket.resume();
+      const s = await opening;
       await allOpen;
       // The session runs once stdin reaches the upstream (all four SYN_REPLYs arrived at the proxy).
       const stdin = streams.find((x) => headerValue(x.headers, 'streamtype') === 'stdin')!;

@@ -4,12 +4,33 @@
  * never its own credentials (it HAS a token here), and drops X-Remote-* lines. Real kubectl over
  * SPDY (1.27, passthrough) and WebSocket (1.33, translated).
  */
+import { request as httpsRequest } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, summary } from '../helpers/kubectl.js';
 import { request, startSecurityFixture, USERS, webSocketGetExec, type SecurityFixture, type UserName } from './security-fixture.js';
 
 const skipReason = kubectlE2eSkipReason();
 const TRANSLATOR = 'apiserver_stream_translator_requests_total';
+
+/** The dev cluster's own answer to a SPDY exec upgrade (POST, as the translator sends it). */
+function upstreamAnswerOf(f: SecurityFixture, path: string, token: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(`${f.cluster.url}${path}`, {
+      method: 'POST',
+      ca: f.pki.ca.cert,
+      headers: { Authorization: `Bearer ${token}`, Connection: 'Upgrade', Upgrade: 'SPDY/3.1', 'X-Stream-Protocol-Version': 'v4.channel.k8s.io', 'Content-Length': '0' },
+    });
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('upgrade', () => reject(new Error(`${path}: the upstream upgraded`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstream decides', () => {
   let f: SecurityFixture;
@@ -22,6 +43,7 @@ describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstr
     await f?.close();
   });
 
+  const upstreamAnswer = (path: string, token: string) => upstreamAnswerOf(f, path, token);
   const exec = (bin: string, user: UserName | 'anonymous' | 'wrong', extra: string[] = []) =>
     runKubectl(bin, [...extra, 'exec', 'demo', '--', 'echo', 'hello'], { kubeconfig: f.kubeconfig(user), timeoutMs: 30_000 });
 
@@ -70,8 +92,9 @@ describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstr
   it('a get-only user cannot exec through a WebSocket GET', async () => {
     const r = await webSocketGetExec(f.proxy.url, USERS.viewer.token, ['echo', 'pwned'], f.pki.ca.cert);
     expect(r.output).not.toContain('pwned');
-    // Translated: the WebSocket opens, then the upstream's refusal arrives as the Status on channel 3.
-    expect(r.statusFrame ?? String(r.status)).toMatch(/403|Forbidden/);
+    // Translated: the upstream's refusal is the answer to the handshake; no WebSocket is opened.
+    expect(r.status).toBe(403);
+    expect(JSON.parse(r.body!)).toMatchObject({ kind: 'Status', code: 403, reason: 'Forbidden' });
     const allowed = await webSocketGetExec(f.proxy.url, USERS.alice.token, ['echo', 'allowed'], f.pki.ca.cert);
     expect(allowed.output).toBe('allowed\n');
   });
@@ -85,7 +108,52 @@ describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstr
     expect(upgrade.headers['sec-websocket-protocol']).toBeUndefined();
     const denied = await webSocketGetExec(f.proxy.url, USERS.viewer.token, ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol');
     expect(denied.output).toBe('');
-    expect(denied.statusFrame ?? String(denied.status)).toMatch(/403|Forbidden/);
+    expect(denied.status).toBe(403);
+  });
+
+  it.each(['v4.base64.channel.k8s.io', 'v4.channel.k8s.io'])(
+    "relayed path (%s): a browser's subprotocol token goes upstream unchanged and the upstream authenticates it",
+    async (protocol) => {
+      const seen = f.cluster.requests.length;
+      // A browser's GET upgrade needs `get` and (kube-apiserver 1.35) `create` on pods/exec: admin has both.
+      const r = await webSocketGetExec(f.proxy.url, USERS.admin.token, ['echo', 'browser'], f.pki.ca.cert, 'subprotocol', { protocol });
+      expect(r).toMatchObject({ status: 101, output: 'browser\n', protocol });
+      const upgrades = f.cluster.requests.slice(seen).filter((q) => q.upgrade);
+      expect(upgrades).toHaveLength(1);
+      // Relayed as the browser sent it: no Authorization line, the token still in the list, and the
+      // upstream's user is the token's.
+      expect(upgrades[0]!.headers.authorization).toBeUndefined();
+      expect(upgrades[0]!.headers['sec-websocket-protocol']).toContain(`base64url.bearer.authorization.k8s.io.${Buffer.from(USERS.admin.token).toString('base64url')}`);
+      expect(upgrades[0]!.user).toBe('admin');
+      const denied = await webSocketGetExec(f.proxy.url, USERS.viewer.token, ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol', { protocol });
+      expect(denied).toMatchObject({ status: 403, output: '' });
+      const wrong = await webSocketGetExec(f.proxy.url, 'not-a-valid-token', ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol', { protocol });
+      expect(wrong).toMatchObject({ status: 401, output: '' });
+    },
+  );
+
+  it('translated path: wrong token → 401, missing pod → 404, forbidden → 403 at the handshake, each with the upstream\'s Status, never a 101', async () => {
+    const cases = [
+      { token: 'not-a-valid-token', pod: 'demo', code: 401, reason: 'Unauthorized' },
+      { token: USERS.alice.token, pod: 'no-such-pod', code: 404, reason: 'NotFound' },
+      { token: USERS.viewer.token, pod: 'demo', code: 403, reason: 'Forbidden' },
+    ];
+    const refusedBefore = await f.metric('kube_stream_proxy_streaming_requests_total', { path: 'translated', outcome: 'upstream_refused' });
+    for (const via of ['header', 'subprotocol'] as const) {
+      for (const c of cases) {
+        const seen = f.cluster.requests.length;
+        const r = await webSocketGetExec(f.proxy.url, c.token, ['echo', 'pwned'], f.pki.ca.cert, via, { pod: c.pod });
+        expect({ via, ...c, status: r.status }).toEqual({ via, ...c, status: c.code });
+        expect(r.output).toBe('');
+        // The upstream's own Status, byte for byte: the same body it gives the request directly.
+        const upgrade = f.cluster.requests.slice(seen).find((q) => q.upgrade)!;
+        const direct = await upstreamAnswer(upgrade.url, c.token);
+        expect(direct.status).toBe(c.code);
+        expect(r.body).toBe(direct.body);
+        expect(JSON.parse(r.body!)).toMatchObject({ kind: 'Status', code: c.code, reason: c.reason });
+      }
+    }
+    expect(await f.metric('kube_stream_proxy_streaming_requests_total', { path: 'translated', outcome: 'upstream_refused' })).toBe(refusedBefore + 2 * cases.length);
   });
 
   it('kubectl --as works: the caller Impersonate-User line reaches the upstream, which authorizes it', async () => {

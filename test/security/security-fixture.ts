@@ -54,6 +54,8 @@ export interface SecurityFixtureOptions {
   wrongKubeletCa?: boolean;
   /** What the proxy's token file ends with after the token (`echo token > file` writes `\n`); default nothing. */
   proxyTokenEnding?: string;
+  /** `--websocket-allowed-origins`. */
+  websocketAllowedOrigins?: string;
 }
 
 /** A plain request to the proxy (HTTPS, trusting the test CA), optionally with a client certificate. */
@@ -75,35 +77,78 @@ export function request(
   });
 }
 
-/** A WebSocket v5 exec as a browser would open it: a GET upgrade. Resolves with what happened. */
+/** What {@link webSocketGetExec} may change. */
+export interface WebSocketExecOptions {
+  /** The pod; default `demo`. */
+  pod?: string;
+  /**
+   * The channel protocol offered; default `v5.channel.k8s.io` (translated). `v4.base64.channel.k8s.io`
+   * (what browser terminals use) and `v4.channel.k8s.io` are relayed to the upstream unchanged.
+   */
+  protocol?: string;
+  /** The `Origin` a browser page would send. */
+  origin?: string;
+  /** A client certificate to present (what a browser may do by itself). */
+  client?: CertAndKey;
+}
+
+/** What a {@link webSocketGetExec} saw. */
+export interface WebSocketExecResult {
+  /** 101, or the handshake's answer. */
+  status?: number;
+  /** The refusal's body (handshake refused). */
+  body?: string;
+  /** stdout and stderr. */
+  output: string;
+  /** Channel 3 (the Status). */
+  statusFrame?: string;
+  /** The subprotocol the server answered with (upgraded). */
+  protocol?: string;
+}
+
+/** A WebSocket exec as a browser would open it: a GET upgrade. Resolves with what happened. */
 export async function webSocketGetExec(
   url: string,
   token: string,
   command: string[],
   ca: Buffer,
-  via: 'header' | 'subprotocol' = 'header',
-): Promise<{ status?: number; output: string; statusFrame?: string }> {
+  via: 'header' | 'subprotocol' | 'none' = 'header',
+  o: WebSocketExecOptions = {},
+): Promise<WebSocketExecResult> {
   const q = new URLSearchParams({ stdout: 'true', stderr: 'true' });
   for (const c of command) q.append('command', c);
+  const channelProtocol = o.protocol ?? 'v5.channel.k8s.io';
+  const base64 = channelProtocol.includes('base64');
   // A browser cannot set Authorization on a WebSocket: it sends the token as a subprotocol.
-  const protocols = via === 'subprotocol' ? [`base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString('base64url')}`, 'v5.channel.k8s.io'] : ['v5.channel.k8s.io'];
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/api/v1/namespaces/default/pods/demo/exec?${q}`, protocols, {
-    ...(via === 'header' ? { headers: { Authorization: `Bearer ${token}` } } : {}),
+  const protocols = via === 'subprotocol' ? [`base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString('base64url')}`, channelProtocol] : [channelProtocol];
+  const headers: Record<string, string> = via === 'header' ? { Authorization: `Bearer ${token}` } : {};
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/api/v1/namespaces/default/pods/${o.pod ?? 'demo'}/exec?${q}`, protocols, {
+    headers,
+    ...(o.origin !== undefined ? { origin: o.origin } : {}),
+    ...(o.client ? { cert: o.client.cert, key: o.client.key } : {}),
     ca,
   });
   return new Promise((resolve) => {
     let output = '';
     let statusFrame: string | undefined;
     ws.on('unexpected-response', (_req, res) => {
-      resolve({ status: res.statusCode!, output });
-      ws.terminate();
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => {
+        resolve({ status: res.statusCode!, body, output });
+        ws.terminate();
+      });
     });
     ws.on('message', (data: Buffer) => {
-      if (data[0] === 1 || data[0] === 2) output += data.subarray(1).toString();
-      if (data[0] === 3) statusFrame = data.subarray(1).toString();
+      // base64 protocols: a text message, the channel as an ASCII digit, the payload base64-encoded.
+      const channel = base64 ? data[0]! - 0x30 : data[0];
+      const payload = base64 ? Buffer.from(data.subarray(1).toString(), 'base64') : data.subarray(1);
+      if (channel === 1 || channel === 2) output += payload.toString();
+      if (channel === 3) statusFrame = payload.toString();
     });
     ws.on('error', () => undefined);
-    ws.on('close', () => resolve({ status: 101, output, ...(statusFrame !== undefined ? { statusFrame } : {}) }));
+    ws.on('close', () => resolve({ status: 101, output, protocol: ws.protocol, ...(statusFrame !== undefined ? { statusFrame } : {}) }));
   });
 }
 
@@ -157,6 +202,7 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
     ...(o.upstreamMode === 'kubelet' ? { kubelet: { tls: { cert: pki.server.cert, key: pki.server.key }, clientCa: pki.ca.cert } } : {}),
   });
   const flags: ServeFlags = {
+    ...(o.websocketAllowedOrigins !== undefined ? { websocketAllowedOrigins: o.websocketAllowedOrigins } : {}),
     listen: '127.0.0.1:0',
     upstream: cluster.url,
     upstreamCaFile: pki.ca.certFile,

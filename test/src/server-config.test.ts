@@ -73,6 +73,12 @@ describe('resolveConfig', () => {
     expect(c.upgradeResponseTimeoutMs).toBe(parseGoDuration(DEFAULT_UPGRADE_RESPONSE_TIMEOUT));
     expect(c.featureGates).toEqual(FEATURE_GATE_DEFAULTS);
     expect(c.upstream.url.href).toBe('http://127.0.0.1:6444/');
+    expect(c.websocketAllowedOrigins).toBe('*');
+  });
+
+  it('reads --websocket-allowed-origins', async () => {
+    const c = await resolveConfig({ upstream: 'http://127.0.0.1:6444', websocketAllowedOrigins: 'https://Console.example, http://127.0.0.1:8080' });
+    expect(c.websocketAllowedOrigins).toEqual(['https://console.example', 'http://127.0.0.1:8080']);
   });
 
   it('reads an upstream kubeconfig (server, CA, token)', async () => {
@@ -112,6 +118,8 @@ describe('resolveConfig', () => {
     ['a bad timeout', { upstream: 'http://x', upgradeResponseTimeout: '30' }, /--upgrade-response-timeout: invalid duration/],
     ['a zero timeout', { upstream: 'http://x', upgradeResponseTimeout: '0s' }, /must be greater than 0/],
     ['an unknown feature gate', { upstream: 'http://x', featureGates: 'Nope=true' }, /unrecognized feature gate: Nope/],
+    ['an allowed origin with a path', { upstream: 'http://x', websocketAllowedOrigins: 'https://a.example/app' }, /--websocket-allowed-origins: "https:\/\/a.example\/app" is not an origin/],
+    ['* among explicit origins', { upstream: 'http://x', websocketAllowedOrigins: '*,https://a.example' }, /--websocket-allowed-origins: \* cannot be combined/],
   ])('refuses %s', async (_name, flags, message) => {
     expect((await configError(flags)).message).toMatch(message);
   });

@@ -1,11 +1,13 @@
 /**
  * The translator's wire behaviour, driven with a raw `ws` client through the proxy to the dev
  * cluster (which has no v5): initial frame, CLOSE handling, resize never blocking stdin, every
- * outcome as one Status on channel 3 then close 1000, the counter codes, and what stays passthrough.
+ * outcome of an upgraded session as one Status on channel 3 then close 1000, an upstream refusal as
+ * the handshake's answer, the counter codes, and what stays passthrough.
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { isCompleteAnswer, parseAnswer, RawClient, spdyUpgradeRequest } from '../proxy/scripted-upstream.js';
 import { startTranslatorFixture, type TranslatorFixture } from './translator-fixture.js';
 
 let fx: TranslatorFixture;
@@ -129,12 +131,19 @@ describe('StreamTranslatorProxy on the wire', () => {
     expect(s.channel(1).toString()).toMatch(/33 111\r?\n$/);
   });
 
-  it('upstream refusal (pod missing upstream): its Status on channel 3, close 1000, counted with its code', async () => {
+  it('upstream refusal (pod missing upstream): the upstream\'s answer to the handshake, verbatim, no 101, counted with its code', async () => {
     const before = await fx.translatedByCode();
     const s = open(`stdout=true&${cmd('true')}`, V5, 'no-such-pod');
-    await s.opened;
-    expect(await s.closed).toBe(1000);
-    expect(status(s)).toMatchObject({ kind: 'Status', status: 'Failure', reason: 'NotFound', code: 404 });
+    const r = await s.response;
+    // What the upstream itself answers the same request with over SPDY.
+    const direct = await RawClient.connect(fx.cluster.url, { timeoutMs: 10_000 });
+    direct.write(spdyUpgradeRequest(`/api/v1/namespaces/default/pods/no-such-pod/exec?stdout=true&${cmd('true')}`));
+    const upstreamAnswer = parseAnswer(await direct.until(isCompleteAnswer, 'the upstream answer'));
+    direct.destroy();
+    expect(r.code).toBe(404);
+    expect(r.body).toBe(upstreamAnswer.body.toString());
+    expect(JSON.parse(r.body)).toMatchObject({ kind: 'Status', status: 'Failure', reason: 'NotFound', code: 404 });
+    expect(s.messages).toHaveLength(0);
     expect((await fx.translatedByCode())['404']).toBe((before['404'] ?? 0) + 1);
   });
 

@@ -1,0 +1,18 @@
+/**
+ * The Fastify `onRequest` hook enforcing the WebSocket Origin policy (`websocket-origin.ts`). It is
+ * added before the authentication hook, so a refused origin costs no TokenReview and reaches no
+ * upstream; upgrades are routed through Fastify (`src/server.ts`), so it sees every one of them.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sendStatus } from '../../handlers/status-reply.js';
+import { checkWebSocketOrigin, type WebSocketOriginPolicy } from './websocket-origin.js';
+
+/** Build the hook: a refused WebSocket upgrade gets the policy's 403 Status. */
+export function createWebSocketOriginHook(policy: WebSocketOriginPolicy): (request: FastifyRequest, res: FastifyReply) => Promise<FastifyReply | undefined> {
+  return async (request, res) => {
+    const refusal = checkWebSocketOrigin(request.raw, policy);
+    if (!refusal) return undefined;
+    request.log.info({ origin: request.headers.origin, url: request.raw.url }, 'WebSocket upgrade refused by the Origin policy');
+    return sendStatus(res, refusal);
+  };
+}
