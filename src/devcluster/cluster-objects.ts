@@ -64,7 +64,7 @@ export function createObjectResources(registry: PodRegistry, services: readonly 
         'involvedObject.fieldPath',
         'reason',
         'reportingComponent',
-        'source',
+        'source.component',
         'type',
       ],
     },

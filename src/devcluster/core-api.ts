@@ -29,7 +29,7 @@ import { podObject } from './pod-object.js';
 import type { PodRegistry } from './pod-registry.js';
 import { podSelector } from './pod-selectors.js';
 import { isWatch, servePodWatch } from './pod-watch.js';
-import { sendPrintable } from './printable-response.js';
+import { sendPrintable, watchEventObject } from './printable-response.js';
 import { NAMESPACE_PRINTER, NODE_PRINTER, POD_PRINTER } from './printers.js';
 import { subjectAccessReview, tokenReview } from './reviews.js';
 import { ANONYMOUS, selfSubjectAccessReview, selfSubjectRulesReview } from './self-reviews.js';
@@ -115,7 +115,7 @@ async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerRespon
     if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
     const node = deps.node();
     if (parts.length === 3) {
-      if (isWatch(query)) return sendStatus(res, errorStatus(405, 'the dev cluster does not serve node watches', 'MethodNotAllowed'));
+      if (isWatch(query)) return serveNodeWatch(req, res, query, nodeObject(node));
       return sendPrintable(req, res, query, NODE_PRINTER, nodeList(node));
     }
     if (parts[3] !== node.name) return sendStatus(res, notFoundStatus('nodes', parts[3]!));
@@ -269,4 +269,20 @@ async function readProtobufReview(req: IncomingMessage): Promise<{ ok: true; val
   } catch (err) {
     return { ok: false, status: errorStatus(400, `the request body is not a valid protobuf self review: ${(err as Error).message}`) };
   }
+}
+
+/**
+ * `GET /api/v1/nodes?watch=true`: the node never changes, so ADDED once (unless resuming from a
+ * version), then the stream stays open until the client leaves or `timeoutSeconds` passes.
+ */
+function serveNodeWatch(req: IncomingMessage, res: ServerResponse, query: URLSearchParams, node: Record<string, unknown>): void {
+  const encode = watchEventObject(req, query, NODE_PRINTER);
+  if (!encode.ok) return sendStatus(res, encode.status);
+  res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
+  res.flushHeaders();
+  const rv = query.get('resourceVersion') ?? '';
+  if (rv === '' || rv === '0') res.write(JSON.stringify({ type: 'ADDED', object: encode.value(node) }) + '\n');
+  const timeout = Number(query.get('timeoutSeconds') ?? '0');
+  const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : undefined;
+  res.once('close', () => clearTimeout(timer));
 }

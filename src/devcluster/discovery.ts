@@ -113,7 +113,7 @@ export function coreV1Resources(): Record<string, unknown> {
         verbs: ['get', 'list', 'watch'],
         shortNames: ['ns'],
       },
-      { name: 'nodes', singularName: 'node', namespaced: false, kind: 'Node', verbs: ['get', 'list'], shortNames: ['no'] },
+      { name: 'nodes', singularName: 'node', namespaced: false, kind: 'Node', verbs: ['get', 'list', 'watch'], shortNames: ['no'] },
       {
         name: 'pods',
         singularName: 'pod',

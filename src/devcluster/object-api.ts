@@ -104,7 +104,7 @@ export async function serveObjects(route: ObjectRoute, deps: ObjectApiDeps, req:
   const fields = fieldSelector<Json>(query.get('fieldSelector'), (f) => supported.has(f), fieldValue);
   if (!fields.ok) return sendStatus(res, fields.status);
   const matches = (o: Json): boolean => labels.value((meta(o).labels ?? {}) as Record<string, string>) && fields.value(o);
-  if (isWatch(query)) return serveObjectWatch(req, res, store, namespace, matches, query);
+  if (isWatch(query)) return serveObjectWatch(req, res, store, namespace, matches, query, printer);
   const items = store
     .list(namespace)
     .filter(matches);

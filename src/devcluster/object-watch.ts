@@ -6,7 +6,10 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorStatus } from '../status.js';
+import { sendStatus } from './http-json.js';
 import { meta, type ObjectStore, type StoreEvent } from './object-store.js';
+import { watchEventObject } from './printable-response.js';
+import type { Printer } from './printers.js';
 
 type Json = Record<string, unknown>;
 
@@ -18,10 +21,13 @@ export function serveObjectWatch(
   namespace: string | undefined,
   matches: (object: Json) => boolean,
   query: URLSearchParams,
+  printer: Printer,
 ): void {
+  const encode = watchEventObject(req, query, printer);
+  if (!encode.ok) return sendStatus(res, encode.status);
   const selected = (o: Json): boolean => (namespace === undefined || meta(o).namespace === namespace) && matches(o);
   const send = (type: string, object: unknown): void => {
-    res.write(JSON.stringify({ type, object }) + '\n');
+    res.write(JSON.stringify({ type, object: type === 'ERROR' ? object : encode.value(object as Json) }) + '\n');
   };
   res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
   res.flushHeaders();

@@ -94,12 +94,16 @@ export class PodRegistry extends EventEmitter {
     });
     this.namespaces.add(namespace);
     this.#pods.set(`${namespace}/${init.name}`, pod);
-    for (const main of pod.mains.values()) {
-      main.on('restart', () => {
-        if (!pod.deleted) this.#record('MODIFIED', pod);
-      });
-    }
     pod.start();
+    // Listening after the start: a first start that fails at once is part of ADDED, not a change before it.
+    for (const main of pod.mains.values()) {
+      // Status changes, as the kubelet reports them: the exit (waiting/lastState) and the restart.
+      const modified = (): void => {
+        if (!pod.deleted) this.#record('MODIFIED', pod);
+      };
+      main.on('exit', modified);
+      main.on('restart', modified);
+    }
     this.#record('ADDED', pod);
     return pod;
   }

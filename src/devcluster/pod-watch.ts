@@ -1,13 +1,17 @@
 /**
  * `?watch=true` on the pod lists: a chunked stream of `{"type":…,"object":…}` lines, kept open.
  * Without a resourceVersion (or with "0") it starts with ADDED for every existing pod; with one, it
- * replays the changes after it (410 Gone, as an ERROR event, if they are no longer known).
+ * replays the changes after it (410 Gone, as an ERROR event, if they are no longer known). Asked
+ * for Tables (`kubectl get pods -w`), each event carries a one-row Table.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorStatus } from '../status.js';
 import type { PodEvent, PodRegistry } from './pod-registry.js';
 import { podObject } from './pod-object.js';
 import type { PodPredicate } from './pod-selectors.js';
+import { sendStatus } from './http-json.js';
+import { watchEventObject } from './printable-response.js';
+import { POD_PRINTER } from './printers.js';
 
 /** True when the query asks for a watch (`watch=true`, `watch=1`, any value but false/0). */
 export function isWatch(query: URLSearchParams): boolean {
@@ -24,9 +28,11 @@ export function servePodWatch(
   matches: PodPredicate,
   query: URLSearchParams,
 ): void {
+  const encode = watchEventObject(req, query, POD_PRINTER);
+  if (!encode.ok) return sendStatus(res, encode.status);
   const selected = (e: PodEvent): boolean => (namespace === undefined || e.pod.namespace === namespace) && matches(e.pod);
   const send = (type: string, object: unknown): void => {
-    res.write(JSON.stringify({ type, object }) + '\n');
+    res.write(JSON.stringify({ type, object: type === 'ERROR' ? object : encode.value(object as Record<string, unknown>) }) + '\n');
   };
   res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
   res.flushHeaders();

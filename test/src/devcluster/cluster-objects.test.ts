@@ -76,6 +76,16 @@ describe('the node', () => {
   });
 });
 
+describe('node watch', () => {
+  it('ADDED dev-node, then the stream stays open (timeoutSeconds ends it)', async () => {
+    const res = await fetch(`${cluster.url}/api/v1/nodes?watch=true&timeoutSeconds=1`);
+    const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual(['ADDED dev-node']);
+    const resumed = await fetch(`${cluster.url}/api/v1/nodes?watch=true&timeoutSeconds=1&resourceVersion=1`);
+    expect(await resumed.text()).toBe('');
+  });
+});
+
 describe('services and endpointslices', () => {
   it('default/kubernetes points at the API server, as in every cluster', async () => {
     const svc = (await call('GET', '/api/v1/namespaces/default/services/kubernetes')).json;

@@ -163,7 +163,8 @@ describe('watch', () => {
         ['ADDED', 'extra'],
       ]);
       expect(w.events[0].object.kind).toBe('Pod');
-      const body = { metadata: { name: 'watched' }, spec: { containers: [{ name: 'c', image: 'i' }] } };
+      // stdin: true keeps /bin/sh running, so no status change (MODIFIED) comes between.
+      const body = { metadata: { name: 'watched' }, spec: { containers: [{ name: 'c', image: 'i', stdin: true }] } };
       expect((await call('POST', '/api/v1/namespaces/default/pods', body)).code).toBe(201);
       await w.until(3);
       expect([w.events[2].type, w.events[2].object.metadata.name]).toEqual(['ADDED', 'watched']);
@@ -179,7 +180,7 @@ describe('watch', () => {
     const list = await call('GET', '/api/v1/namespaces/default/pods');
     const w = openWatch(`/api/v1/namespaces/default/pods?watch=1&resourceVersion=${list.json.metadata.resourceVersion}`);
     try {
-      const body = { metadata: { name: 'later' }, spec: { containers: [{ name: 'c' }] } };
+      const body = { metadata: { name: 'later' }, spec: { containers: [{ name: 'c', stdin: true }] } };
       expect((await call('POST', '/api/v1/namespaces/default/pods', body)).code).toBe(201);
       await w.until(1);
       expect(w.events.map((e) => [e.type, e.object.metadata.name])).toEqual([['ADDED', 'later']]);

@@ -3,6 +3,7 @@
  * printers' cells as printers.go computes them, content negotiation and includeObject.
  */
 import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevCluster, type DevCluster } from '../../../src/devcluster/dev-cluster.js';
 import {
@@ -110,6 +111,37 @@ describe('pods', () => {
     const bad = await get('/api/v1/namespaces/default/pods?includeObject=Everything');
     expect(bad.code).toBe(400);
     expect(bad.json).toMatchObject({ kind: 'Status', reason: 'BadRequest', message: 'unrecognized includeObject value: "Everything"' });
+  });
+
+  it('watch (kubectl get pods -w): one-row Tables, column definitions in the first event only', async () => {
+    const events: any[] = [];
+    let wake: (() => void) | undefined;
+    let buf = '';
+    const req = request(`${cluster.url}/api/v1/namespaces/default/pods?watch=true`, { headers: { Accept: KUBECTL_TABLE_ACCEPT } });
+    req.on('response', (res) => {
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        buf += c;
+        let nl;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          events.push(JSON.parse(buf.slice(0, nl)));
+          buf = buf.slice(nl + 1);
+        }
+        wake?.();
+      });
+    });
+    req.end();
+    const until = (n: number): Promise<void> =>
+      events.length >= n ? Promise.resolve() : new Promise((r) => (wake = () => events.length >= n && r()));
+    await until(1);
+    cluster.pods.create({ name: 'watched' });
+    await until(2);
+    req.destroy();
+    cluster.pods.delete('default', 'watched');
+    expect(events.map((e) => `${e.type} ${e.object.kind} ${e.object.rows[0].cells[0]}`)).toEqual(['ADDED Table demo', 'ADDED Table watched']);
+    expect(events[0].object.columnDefinitions.map((c: any) => c.name)).toEqual(['Name', 'Ready', 'Status', 'Restarts', 'Age', 'IP', 'Node', 'Nominated Node', 'Readiness Gates']);
+    expect(events[1].object.columnDefinitions).toBeNull();
+    expect(events[1].object.rows[0].object).toMatchObject({ kind: 'PartialObjectMetadata', metadata: { name: 'watched' } });
   });
 
   it('plain JSON without the Table media type', async () => {
