@@ -24,6 +24,7 @@ Commands:
   serve         Run the proxy in front of a kube-apiserver or kubelet.
   dev-cluster   Run the embedded development cluster. WARNING: it runs local commands.
   demo          Run the dev cluster and the proxy on loopback, write a kubeconfig, print a kubectl line.
+  agent         Run next to a cluster and carry the proxy's /clusters/NAME requests to it (docs/agent.md).
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
 `;
@@ -123,6 +124,13 @@ Security (docs/security.md):
   --kubelet-preferred-address-types T Node address types in order (default Hostname,InternalDNS,InternalIP,ExternalDNS,ExternalIP).
   --kubelet-insecure-skip-tls-verify  Do not verify kubelet certificates (logged as a warning).
 
+Clusters behind agents (docs/agent.md):
+  --agent-listen HOST:PORT            Accept agent tunnels here (TLS with the --tls-* pair; plain only on
+                                      loopback). Clients address a cluster as /clusters/NAME/...; --upstream
+                                      becomes optional (requests without a cluster then get 404).
+  --agent-token-file PATH             CSV token,cluster-name: which agent token serves which cluster
+                                      (re-read when it changes).
+
 Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
@@ -168,6 +176,8 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'feature-gates': { type: 'string' },
         'upgrade-response-timeout': { type: 'string' },
         'shutdown-grace-period': { type: 'string' },
+        'agent-listen': { type: 'string' },
+        'agent-token-file': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -211,6 +221,8 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       featureGates: values['feature-gates'],
       upgradeResponseTimeout: values['upgrade-response-timeout'],
       shutdownGracePeriod: values['shutdown-grace-period'],
+      agentListen: values['agent-listen'],
+      agentTokenFile: values['agent-token-file'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
@@ -218,7 +230,11 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
     return 2;
   }
   const server = await startServer(config, { logger: { level: 'info' } });
-  process.stdout.write(`kube-stream-proxy listening on ${server.url}, upstream ${config.upstream.url.origin}\n`);
+  process.stdout.write(
+    `kube-stream-proxy listening on ${server.url}, upstream ${config.upstream?.url.origin ?? '(none)'}` +
+      (server.agentUrl ? `, agents on ${server.agentUrl}` : '') +
+      '\n',
+  );
   installShutdown(async () => {
     await server.shutdown(config.shutdownGracePeriodMs);
   });
@@ -240,6 +256,8 @@ export async function main(argv: string[]): Promise<number | void> {
       return demoCommand(rest);
     case 'serve':
       return serveCommand(rest);
+    case 'agent':
+      return (await import('./tunnel/agent-command.js')).agentCommand(rest);
     default:
       process.stderr.write(`kube-stream-proxy: unknown command "${command}"\n\n${USAGE}`);
       return 2;

@@ -14,6 +14,7 @@ import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_
 import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
 import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './routing/upstream.js';
+import { AgentTokenFile } from './tunnel/agent-tokens.js';
 
 /** Default listen address: loopback, so plain HTTP without certificates is allowed out of the box. */
 export const DEFAULT_LISTEN = '127.0.0.1:6443';
@@ -59,14 +60,28 @@ export interface SecurityConfig {
   warnings: string[];
 }
 
+/** `--agent-listen` and what goes with it: where agents dial in and how they authenticate. */
+export interface AgentListenConfig {
+  listen: HostPort;
+  /** The serving certificate (the `--tls-*` pair); absent = plain TCP, allowed only on loopback. */
+  tls?: ListenTls;
+  /** `--agent-token-file`, read once here and re-read on change. */
+  tokens: AgentTokenFile;
+}
+
 /** The validated configuration `startServer` runs with. */
 export interface ProxyConfig {
   /** Address to listen on; port 0 picks a free port. */
   listen: HostPort;
   /** HTTPS certificate and key; absent means plain HTTP, allowed only on loopback. */
   tls?: ListenTls;
-  /** Where requests go and how to authenticate there. */
-  upstream: Upstream;
+  /**
+   * Where requests without a `/clusters/NAME` prefix go and how to authenticate there. Absent only
+   * with agents (`--agent-listen` without `--upstream`): such requests then get a 404 Status.
+   */
+  upstream?: Upstream;
+  /** Clusters behind agents (docs/agent.md); absent = no agent listener. */
+  agents?: AgentListenConfig;
   /** Per-direction byte rate of each upgraded connection; 0 = unlimited. */
   maxConnectionBytesPerSec: number;
   /** Kubernetes feature gates (`--feature-gates`). */
@@ -109,6 +124,8 @@ export interface ServeFlags {
   kubeletCertificateAuthority?: string;
   kubeletPreferredAddressTypes?: string;
   kubeletInsecureSkipTlsVerify?: boolean;
+  agentListen?: string;
+  agentTokenFile?: string;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -212,7 +229,7 @@ async function kubeConfigFromFiles(flags: ServeFlags): Promise<KubeConfig> {
   return kc;
 }
 
-async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
+async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream?: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
   const fileFlags = [flags.upstreamCaFile, flags.upstreamTokenFile, flags.upstreamClientCertFile, flags.upstreamClientKeyFile];
   const sources = [flags.kubeconfig !== undefined, flags.inCluster === true].filter(Boolean).length;
   if (sources > 1) throw new ConfigError('--kubeconfig and --in-cluster are mutually exclusive');
@@ -235,7 +252,11 @@ async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): 
     }
     return { upstream: await upstreamFromKubeConfig(kc, flags.upstream, { presentProxyIdentity }), apiKubeConfig: async () => kc };
   }
-  if (flags.upstream === undefined) throw new ConfigError('--upstream URL (or --kubeconfig / --in-cluster) is required');
+  if (flags.upstream === undefined && flags.agentListen !== undefined && !fileFlags.some((f) => f !== undefined)) {
+    // Agents only: the proxy has no API of its own to call.
+    return { apiKubeConfig: async () => Promise.reject(new ConfigError('no --upstream: the proxy has no API of its own')) };
+  }
+  if (flags.upstream === undefined) throw new ConfigError('--upstream URL (or --kubeconfig / --in-cluster, or --agent-listen) is required');
   const upstream = upstreamFromFiles({
     url: flags.upstream,
     caFile: flags.upstreamCaFile,
@@ -247,6 +268,28 @@ async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): 
   });
   let kc: Promise<KubeConfig> | undefined;
   return { upstream, apiKubeConfig: () => (kc ??= kubeConfigFromFiles(flags)) };
+}
+
+/** Parse `--agent-listen` and `--agent-token-file`. */
+function parseAgents(flags: ServeFlags, tls: ListenTls | undefined, authn: AuthnMode): AgentListenConfig | undefined {
+  if (flags.agentListen === undefined) {
+    if (flags.agentTokenFile !== undefined) throw new ConfigError('--agent-token-file needs --agent-listen');
+    return undefined;
+  }
+  let listen: HostPort;
+  try {
+    listen = parseHostPort(flags.agentListen);
+  } catch (e) {
+    throw new ConfigError(`--agent-listen: ${(e as Error).message}`, { cause: e });
+  }
+  if (!tls && !isLoopbackHost(listen.host)) {
+    throw new ConfigError(`--agent-listen ${flags.agentListen}: plain TCP is allowed only on a loopback address; give --tls-cert-file and --tls-private-key-file`);
+  }
+  if (flags.agentTokenFile === undefined) throw new ConfigError('--agent-listen needs --agent-token-file (CSV token,cluster-name)');
+  if (authn !== 'passthrough') {
+    throw new ConfigError('--agent-listen: clusters behind agents support --authn=passthrough only so far (impersonation through the agent is not built yet)');
+  }
+  return { listen, tokens: new AgentTokenFile(flags.agentTokenFile), ...(tls ? { tls } : {}) };
 }
 
 /** Parse `--upstream-mode`, `--authn`, the client CA, request-header and kubelet flags. */
@@ -342,14 +385,17 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
 
   const securityFlags = parseSecurity(flags, tls !== undefined);
   const { upstream, apiKubeConfig } = await parseUpstream(flags, securityFlags.authn === 'impersonate');
-  if (upstream.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
+  const agents = parseAgents(flags, tls, securityFlags.authn);
+  if (!upstream && securityFlags.upstreamMode !== 'apiserver') throw new ConfigError('--upstream-mode=kubelet needs --upstream');
+  if (upstream?.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
     securityFlags.warnings.push('kubeconfig insecure-skip-tls-verify: the upstream serving certificate is NOT verified');
   }
   const security: SecurityConfig = { ...securityFlags, apiKubeConfig };
   const config: ProxyConfig = {
     security,
     listen,
-    upstream,
+    ...(upstream ? { upstream } : {}),
+    ...(agents ? { agents } : {}),
     maxConnectionBytesPerSec: Number(bpsText),
     featureGates,
     upgradeResponseTimeoutMs,

@@ -38,7 +38,12 @@ import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_
 import { TokenReviewer } from './auth/token-review.js';
 import type { ProxyConfig } from './config.js';
 import { KubeletLocator } from './routing/kubelet/kubelet-locator.js';
-import { Router } from './routing/router.js';
+import { Router, type RouteResolver } from './routing/router.js';
+import { unavailableRoute, type Route } from './routing/route.js';
+import { AgentListener } from './tunnel/agent-listener.js';
+import { AgentRegistry } from './tunnel/agent-registry.js';
+import { rewriteClusterUrl } from './tunnel/cluster-path.js';
+import { ClusterResolver } from './tunnel/cluster-resolver.js';
 import { createMetrics, type HandlerLabel } from './metrics.js';
 import { errorStatus } from './status.js';
 import { StreamingSessions } from './streaming-sessions.js';
@@ -82,6 +87,8 @@ export interface ShutdownReport {
 export interface RunningServer {
   /** `https://host:port` or `http://host:port`, with the real port. */
   url: string;
+  /** The agent listener's `https://host:port` (`http://` on loopback without TLS), when agents are on. */
+  agentUrl?: string;
   app: FastifyInstance;
   /** True once {@link shutdown} began. */
   readonly draining: boolean;
@@ -97,7 +104,12 @@ export interface RunningServer {
 /** Server-wide state next to the app. */
 interface ServerState {
   sessions: StreamingSessions;
+  /** The agent listener, started by {@link startServer} (`--agent-listen`). */
+  agentListener?: AgentListener;
 }
+
+/** How long agent tunnels get after GOAWAY (proxy close) before they are destroyed. */
+export const AGENT_TUNNEL_CLOSE_GRACE_MS = 2_000;
 
 const states = new WeakMap<FastifyInstance, ServerState>();
 
@@ -129,10 +141,13 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const metrics = createMetrics(registry);
   const sessions = new StreamingSessions(metrics);
   let closing = false;
+  const primary = config.upstream;
   const probe =
-    options.upstreamProbe ?? new UpstreamProbe(config.upstream, { onDialError: (reason) => metrics.incUpstreamDialError('readiness', reason) });
+    options.upstreamProbe ??
+    (primary ? new UpstreamProbe(primary, { onDialError: (reason) => metrics.incUpstreamDialError('readiness', reason) }) : undefined);
   const readiness = async (): Promise<ReadinessCheck[]> => {
     const shutdown: ReadinessCheck = sessions.draining || closing ? { name: 'shutdown', ok: false, message: 'proxy is shutting down' } : { name: 'shutdown', ok: true };
+    if (!probe) return [shutdown];
     const upstream = await probe.check();
     return [shutdown, { name: 'upstream', ...upstream }];
   };
@@ -144,6 +159,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     requestTimeout: 0,
     connectionTimeout: 0,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Clusters behind agents: `/clusters/NAME/…` loses its prefix before routing (src/tunnel/cluster-path.ts).
+    ...(config.agents ? { rewriteUrl: (req: IncomingMessage) => rewriteClusterUrl(req, [...HEALTH_PATHS, '/metrics']) } : {}),
     // A request Node's parser rejects (conflicting Content-Length/Transfer-Encoding, oversized or broken
     // head) or a URL that does not decode gets a Kubernetes Status, as from the apiserver, not Fastify's JSON.
     clientErrorHandler: (err, socket) => answerClientError(err, socket),
@@ -180,7 +197,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     (app.server as Server).closeAllConnections?.();
   });
   app.addHook('onClose', async () => {
-    config.upstream.close();
+    primary?.close();
   });
   if (options.configure) await options.configure(app);
 
@@ -214,16 +231,30 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet, app.log) : undefined;
   if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
   // After authentication: every request that goes upstream gets its route here (src/routing/).
-  const router = new Router({ upstream: config.upstream, authn: security?.authn ?? 'passthrough', resolvers: kubeletLocator ? [kubeletLocator] : [] });
+  const resolvers: RouteResolver[] = [];
+  let agentListener: AgentListener | undefined;
+  if (config.agents) {
+    // Clusters behind agents come first: a /clusters/NAME request never reaches the primary upstream.
+    const registry = new AgentRegistry(metrics);
+    resolvers.push(new ClusterResolver(registry, metrics));
+    agentListener = new AgentListener({ ...config.agents, registry, metrics, log: app.log });
+    const listener = agentListener;
+    app.addHook('onClose', async () => {
+      await Promise.all([listener.close(), registry.closeAll(AGENT_TUNNEL_CLOSE_GRACE_MS)]);
+    });
+  }
+  if (kubeletLocator) resolvers.push(kubeletLocator);
+  const router = new Router({ ...(primary ? { upstream: primary } : {}), authn: security?.authn ?? 'passthrough', resolvers });
+  const fallback: Route = primary ?? unavailableRoute('no default upstream');
   app.addHook('onRequest', router.hook(ownPaths));
 
   const deps: HandlerDeps = {
     upgradeProxy: new UpgradeAwareProxy({
-      upstream: config.upstream,
+      upstream: fallback,
       maxBytesPerSec: config.maxConnectionBytesPerSec,
       responseTimeoutMs: config.upgradeResponseTimeoutMs,
     }),
-    upstream: config.upstream,
+    upstream: fallback,
     metrics,
     sessions,
     featureGates: config.featureGates,
@@ -254,7 +285,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     res.once('finish', () => closeAfterAnswer(socket));
     app.routing(req, res);
   });
-  states.set(app, { sessions });
+  states.set(app, { sessions, ...(agentListener ? { agentListener } : {}) });
   return app;
 }
 
@@ -298,9 +329,20 @@ export async function startServer(config: ProxyConfig, options: ServerOptions = 
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `${config.tls ? 'https' : 'http'}://${host}:${address.port}`;
+  const agentListener = states.get(app)?.agentListener;
+  let agentUrl: string | undefined;
+  if (agentListener) {
+    try {
+      agentUrl = `${config.agents?.tls ? 'https' : 'http'}://${await agentListener.listen()}`;
+    } catch (e) {
+      await app.close();
+      throw e;
+    }
+  }
   let shuttingDown: Promise<ShutdownReport> | undefined;
   return {
     url,
+    ...(agentUrl ? { agentUrl } : {}),
     app,
     get draining() {
       return shuttingDown !== undefined;

@@ -8,7 +8,7 @@
  * Used by the StreamTranslatorProxy (exec/attach) and reusable for port-forward: the caller chooses
  * the method, the request-target, the protocols offered and the extra header lines.
  */
-import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { websocketBearer } from './auth/websocket-bearer.js';
 import {
   rawFromPairs,
@@ -125,7 +125,7 @@ export async function connectUpstreamSpdy(r: UpstreamSpdyRequest): Promise<Upstr
   if (r.signal?.aborted) onOuterAbort();
   else r.signal?.addEventListener('abort', onOuterAbort, { once: true });
   const timer = setTimeout(() => controller.abort(new UpstreamTimeoutError(r.responseTimeoutMs)), r.responseTimeoutMs);
-  let socket: Socket | undefined;
+  let socket: Duplex | undefined;
   try {
     const auth = await r.upstream.callerAuthHeaders();
     const head = requestHead(
@@ -135,7 +135,6 @@ export async function connectUpstreamSpdy(r: UpstreamSpdyRequest): Promise<Upstr
     );
     socket = await r.upstream.dial(controller.signal);
     socket.on('error', () => {});
-    socket.setNoDelay(true);
     socket.write(head);
     const response = await readResponseHead(socket, controller.signal);
     const { statusCode, headers } = response.head;
@@ -189,7 +188,7 @@ export function refusal(statusCode: number, body: Buffer): UpstreamUpgradeRefuse
  * Read a refusal's body: what came with the head, then up to Content-Length (or until the upstream
  * closes) and never more than {@link MAX_REFUSAL_BODY_BYTES}. Chunked bodies are decoded.
  */
-async function readBody(socket: Socket, response: CompleteResponseHead, signal: AbortSignal): Promise<Buffer> {
+async function readBody(socket: Duplex, response: CompleteResponseHead, signal: AbortSignal): Promise<Buffer> {
   const length = response.head.headers.get('content-length');
   const chunked = response.head.headers.tokens('transfer-encoding').includes('chunked');
   const want = length !== undefined && !chunked && /^\d+$/.test(length) ? Math.min(Number(length), MAX_REFUSAL_BODY_BYTES) : MAX_REFUSAL_BODY_BYTES;
@@ -215,7 +214,7 @@ async function readBody(socket: Socket, response: CompleteResponseHead, signal: 
 
 /** Feed socket data to `step` until it returns a value; `onEnd` decides what a close means. */
 function readUntil<T>(
-  socket: Socket,
+  socket: Duplex,
   signal: AbortSignal,
   step: (chunk: Buffer) => T | undefined,
   onEnd: () => Error | undefined,

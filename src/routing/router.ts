@@ -19,7 +19,7 @@ import { sendStatus } from '../../handlers/status-reply.js';
 import { authenticatedUserOf, type AuthnMode } from '../auth/request-auth.js';
 import { impersonationHeaders } from '../auth/identity-headers.js';
 import type { UserInfo } from '../auth/user-info.js';
-import type { V1Status } from '../status.js';
+import { errorStatus, type V1Status } from '../status.js';
 import { routeVia, setRoute, type Route } from './route.js';
 import type { Upstream } from './upstream.js';
 
@@ -37,8 +37,11 @@ export interface RouteResolver {
 
 /** What the router needs. */
 export interface RouterOptions {
-  /** The primary upstream: where every request no resolver claims goes. */
-  upstream: Upstream;
+  /**
+   * The primary upstream: where every request no resolver claims goes. Absent when the proxy only
+   * fronts clusters behind agents: unclaimed requests then get a 404 Status.
+   */
+  upstream?: Upstream;
   /** `--authn`: how the caller is presented to the primary upstream. */
   authn: AuthnMode;
   /** Resolvers asked before the primary upstream, in order. */
@@ -70,6 +73,10 @@ export class Router {
       const decision = await resolver.resolve(req, caller);
       if (decision) return decision;
     }
+    if (!this.#o.upstream) {
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      return { refuse: errorStatus(404, `the server could not find the requested resource: this proxy has no default upstream; address a cluster as /clusters/NAME${path}`, 'NotFound') };
+    }
     return { route: primaryRoute(this.#o.upstream, this.#o.authn, caller) };
   }
 
@@ -85,7 +92,7 @@ export class Router {
       const decision = await this.resolve(req);
       if ('refuse' in decision) return sendStatus(reply, decision.refuse);
       setRoute(req, decision.route);
-      if (decision.route.name !== this.#o.upstream.name) request.log.info({ route: decision.route.name }, 'request routed');
+      if (decision.route.name !== this.#o.upstream?.name) request.log.info({ route: decision.route.name }, 'request routed');
       return undefined;
     };
   }
