@@ -17,6 +17,7 @@ import { errorStatus } from '../status.js';
 import type { AgentRegistry } from './agent-registry.js';
 import type { AgentTokenFile } from './agent-tokens.js';
 import { keepTunnelAlive } from './keepalive.js';
+import { jsStreamOver } from './socket-stream.js';
 import {
   AGENT_CONNECT_PATH,
   CLUSTER_HEADER,
@@ -117,12 +118,13 @@ export class AgentListener {
     (socket as Socket).setNoDelay?.(true);
     // Node's HTTP server makes its sockets half-open capable; HTTP/2 has no half-closed connection,
     // and with it on an agent that died (FIN) left the session, and every stream on it, hanging.
-    (socket as Socket).allowHalfOpen = false;
+    if (!this.#o.tls) (socket as Socket).allowHalfOpen = false;
     this.#pending.add(socket);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${TUNNEL_UPGRADE_PROTOCOL}\r\n\r\n`);
     if (head.length > 0) socket.unshift(head);
     // Reversed roles: the agent dialed, the proxy is the HTTP/2 client on that connection.
-    const session = http2Connect('http://agent.invalid', { ...TUNNEL_HTTP2_OPTIONS, createConnection: () => socket });
+    const carrier = this.#o.tls ? jsStreamOver(socket) : socket;
+    const session = http2Connect('http://agent.invalid', { ...TUNNEL_HTTP2_OPTIONS, createConnection: () => carrier });
     session.on('error', (err) => this.#o.log.info({ cluster, remoteAddress, err: err.message }, 'agent tunnel error'));
     session.once('connect', () => {
       this.#pending.delete(socket);

@@ -19,6 +19,7 @@ import { readResponseHead } from '../../proxy/upgrade-aware.js';
 import type { Upstream } from '../routing/upstream.js';
 import { reconnectDelayMs, RECONNECT_RESET_AFTER_MS } from './backoff.js';
 import { keepTunnelAlive } from './keepalive.js';
+import { jsStreamOver } from './socket-stream.js';
 import { relayTunnelStream } from './pipe.js';
 import {
   AGENT_CONNECT_PATH,
@@ -168,7 +169,7 @@ export class TunnelAgent {
       }
       if (response.rest.length > 0) socket.unshift(response.rest);
       // Reversed roles: the agent dialed and is the HTTP/2 server on this connection.
-      const session = performServerHandshake(socket, TUNNEL_HTTP2_OPTIONS);
+      const session = performServerHandshake(this.#o.proxyUrl.protocol === 'https:' ? jsStreamOver(socket) : socket, TUNNEL_HTTP2_OPTIONS);
       return { kind: 'connected', session };
     } catch (e) {
       socket.destroy();
