@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { sha256 } from '../helpers/hash.js';
 import { startBytesServer, downloadDigest, type BytesServer } from '../helpers/http-fixture.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
-import { deterministicBytes, writeDeterministicFile } from '../helpers/random-data.js';
+import { deterministicBytes, repeatedPatternDigest, writeDeterministicFile } from '../helpers/random-data.js';
 import { startTunnelFixture, type AgentProcess, type TunnelFixture } from './tunnel-fixture.js';
 
 const skipReason = kubectlE2eSkipReason();
@@ -66,12 +66,41 @@ describe.skipIf(skipReason !== undefined)('kubectl → proxy /clusters/NAME → 
       expect((await translated()) - before).toBe(isTranslated ? 3 : 0);
     });
 
+    it('20 MB stdin (sha256) and 100 MB stdout (byte-exact) through the tunnel', async () => {
+      const input = deterministicBytes(15, 20 * MB);
+      const inR = await runKubectl(bin(), ['exec', '-i', 'alpha', '--', 'sha256sum'], { kubeconfig: fx.kubeconfigs.one!, stdin: input, timeoutMs: 120_000 });
+      expect(inR.code, summary(inR)).toBe(0);
+      expect(inR.stdout.toString().split(' ')[0]).toBe(sha256(input));
+      const outR = await runKubectl(bin(), ['exec', 'beta', '--', 'sh', '-c', `yes abcdefghij | head -c ${100 * MB}`], {
+        kubeconfig: fx.kubeconfigs.two!,
+        hashStdout: true,
+        timeoutMs: 120_000,
+      });
+      expect(outR.code, summary(outR)).toBe(0);
+      expect(outR.stdoutDigest).toEqual(repeatedPatternDigest('abcdefghij\n', 100 * MB));
+    }, 240_000);
+
+    it('get pods -w receives an event of its own cluster only', async () => {
+      const name = `watched-${version.replace('.', '-')}`;
+      const watch = startKubectl(bin(), ['get', 'pods', '-w', '-o', 'name'], { kubeconfig: fx.kubeconfigs.one!, env: {} });
+      try {
+        await watch.waitForOutput(/pod\/alpha/, 30_000);
+        fx.clusters.two!.pods.create({ name: `${name}-other` });
+        fx.clusters.one!.pods.create({ name });
+        await watch.waitForOutput(new RegExp(`pod/${name}\\b`), 30_000);
+        expect(watch.output().stdout).not.toContain(`${name}-other`);
+      } finally {
+        await watch.stop('SIGINT', 5_000);
+      }
+    });
+
     it('get pods shows only that cluster\'s pods', async () => {
       const one = await run('one', ['get', 'pods', '-o', 'name']);
       const two = await run('two', ['get', 'pods', '-o', 'name']);
       expect(one.code, summary(one)).toBe(0);
-      expect(one.stdout.toString().split('\n').filter(Boolean).sort()).toEqual(['pod/alpha', 'pod/demo']);
-      expect(two.stdout.toString().split('\n').filter(Boolean).sort()).toEqual(['pod/beta', 'pod/demo']);
+      const names = (r: typeof one): string[] => r.stdout.toString().split('\n').filter((n) => n !== '' && !n.includes('watched-'));
+      expect(names(one).sort()).toEqual(['pod/alpha', 'pod/demo']);
+      expect(names(two).sort()).toEqual(['pod/beta', 'pod/demo']);
     });
 
     it('port-forward carries a few KB', async () => {
