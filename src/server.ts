@@ -106,6 +106,8 @@ interface ServerState {
   sessions: StreamingSessions;
   /** The agent listener, started by {@link startServer} (`--agent-listen`). */
   agentListener?: AgentListener;
+  /** Connected agents: sent GOAWAY when a graceful shutdown begins. */
+  agents?: AgentRegistry;
 }
 
 /** How long agent tunnels get after GOAWAY (proxy close) before they are destroyed. */
@@ -233,9 +235,11 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   // After authentication: every request that goes upstream gets its route here (src/routing/).
   const resolvers: RouteResolver[] = [];
   let agentListener: AgentListener | undefined;
+  let agents: AgentRegistry | undefined;
   if (config.agents) {
     // Clusters behind agents come first: a /clusters/NAME request never reaches the primary upstream.
     const registry = new AgentRegistry(metrics);
+    agents = registry;
     resolvers.push(new ClusterResolver(registry, metrics));
     agentListener = new AgentListener({ ...config.agents, registry, metrics, log: app.log });
     const listener = agentListener;
@@ -285,7 +289,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     res.once('finish', () => closeAfterAnswer(socket));
     app.routing(req, res);
   });
-  states.set(app, { sessions, ...(agentListener ? { agentListener } : {}) });
+  states.set(app, { sessions, ...(agentListener ? { agentListener } : {}), ...(agents ? { agents } : {}) });
   return app;
 }
 
@@ -305,8 +309,10 @@ async function raceTimeout(done: Promise<void>, ms: number): Promise<boolean> {
 
 /** The graceful shutdown sequence of {@link RunningServer.shutdown}. */
 async function shutdownApp(app: FastifyInstance, graceMs: number): Promise<ShutdownReport> {
-  const { sessions } = states.get(app)!;
+  const { sessions, agents } = states.get(app)!;
   sessions.startDraining();
+  // Agents move to another replica now; their streams in flight finish within the grace period.
+  agents?.goAway();
   const sessionsAtStart = sessions.size;
   app.log.info({ sessions: sessionsAtStart, graceMs }, 'shutting down: no new connections, waiting for streaming sessions');
   // Stop accepting; idle keep-alive connections are closed, busy ones finish their request.

@@ -22,6 +22,7 @@ export interface AgentTunnel {
 export class AgentRegistry {
   readonly #byCluster = new Map<string, AgentTunnel[]>();
   readonly #metrics: TunnelMetrics | undefined;
+  readonly #waiters = new Map<string, ((t: AgentTunnel) => void)[]>();
 
   constructor(metrics?: TunnelMetrics) {
     this.#metrics = metrics;
@@ -34,6 +35,27 @@ export class AgentRegistry {
     this.#byCluster.set(tunnel.cluster, list);
     this.#metrics?.setTunnelAgents(tunnel.cluster, list.length);
     tunnel.session.once('close', () => this.#remove(tunnel));
+    const waiters = this.#waiters.get(tunnel.cluster) ?? [];
+    this.#waiters.delete(tunnel.cluster);
+    for (const w of waiters) w(tunnel);
+  }
+
+  /** The next tunnel registered for `cluster` (tests, start-up checks). */
+  nextTunnel(cluster: string): Promise<AgentTunnel> {
+    return new Promise((resolve) => {
+      const list = this.#waiters.get(cluster) ?? [];
+      list.push(resolve);
+      this.#waiters.set(cluster, list);
+    });
+  }
+
+  /**
+   * Send GOAWAY on every tunnel (start of a graceful shutdown): streams in flight run on, new
+   * requests for these clusters are refused here (503), and agents open a new tunnel at once — to
+   * another replica behind the same address when there is one.
+   */
+  goAway(): void {
+    for (const t of [...this.#byCluster.values()].flat()) if (!t.session.closed) t.session.close();
   }
 
   #remove(tunnel: AgentTunnel): void {

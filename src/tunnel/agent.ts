@@ -65,6 +65,8 @@ export class TunnelAgent {
   readonly #o: TunnelAgentOptions;
   #stopped = false;
   #session: ServerHttp2Session | undefined;
+  /** Sessions the proxy sent GOAWAY on, still finishing their streams. */
+  readonly #draining = new Set<ServerHttp2Session>();
   #wake: (() => void) | undefined;
   readonly #done: Promise<void>;
   /** Tunnels established so far (1 = the first, more = reconnects). */
@@ -82,6 +84,7 @@ export class TunnelAgent {
     this.#stopped = true;
     this.#wake?.();
     this.#session?.close();
+    for (const s of this.#draining) s.close();
     await this.#done;
   }
 
@@ -193,10 +196,19 @@ export class TunnelAgent {
       onDead: (reason) => this.#o.log.warn({ reason }, 'tunnel dead'),
     });
     if (this.#stopped) session.close();
-    await new Promise<void>((resolve) => session.once('close', resolve));
+    // A GOAWAY from the proxy (its graceful shutdown) means: open a new tunnel now. The old session
+    // keeps serving its streams in flight until they end.
+    const goaway = await new Promise<boolean>((resolve) => {
+      session.once('close', () => resolve(false));
+      session.once('goaway', () => resolve(true));
+    });
     this.connected = false;
-    this.#session = undefined;
-    this.#o.log.info({ proxy: this.#o.proxyUrl.origin }, 'tunnel closed');
+    if (this.#session === session) this.#session = undefined;
+    if (goaway) {
+      this.#draining.add(session);
+      session.once('close', () => this.#draining.delete(session));
+    }
+    this.#o.log.info({ proxy: this.#o.proxyUrl.origin, goaway }, goaway ? 'proxy sent GOAWAY: reconnecting, streams in flight finish' : 'tunnel closed');
   }
 
   /** One tunnel stream: connect it to the apiserver and relay. */

@@ -77,6 +77,7 @@ async function rig(upstreamUrl: string, o: { tls?: boolean } = {}): Promise<Rig>
     ...(tls ? { tls } : {}),
   });
   const address = await listener.listen();
+  const connected = registry.nextTunnel('one');
   const agent = new TunnelAgent({
     proxyUrl: new URL(`${tls ? 'https' : 'http'}://${address}`),
     ...(ca ? { proxyCa: ca } : {}),
@@ -90,7 +91,7 @@ async function rig(upstreamUrl: string, o: { tls?: boolean } = {}): Promise<Rig>
     await registry.closeAll(100);
     await listener.close();
   });
-  while (!registry.pick('one')) await new Promise((r) => setTimeout(r, 20));
+  await connected;
   return {
     registry,
     listener,
@@ -194,6 +195,32 @@ describe('agent tunnel', () => {
     expect(err).toBeInstanceOf(UpstreamUnreachableError);
     expect((err as Error).message).toMatch(/agent answered 502: error trying to reach service.*ECONNREFUSED/);
     expect((err as UpstreamUnreachableError).toStatus().code).toBe(503);
+  });
+
+  it('GOAWAY (proxy drain): the stream in flight runs on, new requests are refused here, the agent reconnects at once', async () => {
+    const up = await tcpUpstream();
+    const r = await rig(up.url);
+    const old = r.registry.pick('one')!;
+    const stream = await r.route.dial();
+    const server = await up.next();
+    const reconnected = r.registry.nextTunnel('one');
+    r.registry.goAway();
+    expect(r.registry.pick('one')).toBeUndefined();
+    await expect(r.route.dial()).rejects.toThrow(/not connected/);
+    // The stream in flight still carries bytes both ways after the GOAWAY.
+    const atServer = readAll(server);
+    stream.end('after goaway');
+    expect((await atServer).toString()).toBe('after goaway');
+    const atProxy = readAll(stream);
+    server.end('reply');
+    expect((await atProxy).toString()).toBe('reply');
+    const fresh = await reconnected;
+    expect(fresh.session).not.toBe(old.session);
+    const again = await r.route.dial();
+    const server2 = await up.next();
+    const got = readAll(server2);
+    again.end('new tunnel');
+    expect((await got).toString()).toBe('new tunnel');
   });
 
   it('a tunnel that closes leaves the registry; dials then fail at once', async () => {
