@@ -6,13 +6,14 @@
  * counter) and WebSocket port-forward (the tunnel counter).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { writeKubeconfig } from '../../src/kubeconfig.js';
 import { join } from 'node:path';
 import { sha256 } from '../helpers/hash.js';
 import { startBytesServer, downloadDigest, type BytesServer } from '../helpers/http-fixture.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
 import { deterministicBytes, repeatedPatternDigest, writeDeterministicFile } from '../helpers/random-data.js';
-import { startTunnelFixture, type AgentProcess, type TunnelFixture } from './tunnel-fixture.js';
+import { get, startTunnelFixture, type AgentProcess, type TunnelFixture } from './tunnel-fixture.js';
 
 const skipReason = kubectlE2eSkipReason();
 const KB = 1000;
@@ -206,5 +207,52 @@ describe.skipIf(skipReason !== undefined)('kubectl → proxy /clusters/NAME → 
     const echo = await runKubectl(findKubectl(version), ['exec', 'beta', '--', 'echo', 'back'], { kubeconfig: fx.kubeconfigs.two!, timeoutMs: 30_000 });
     expect(echo.code, summary(echo)).toBe(0);
     expect(echo.stdout.toString()).toBe('back\n');
+  });
+});
+
+describe.skipIf(skipReason !== undefined)('kubectl → TLS proxy → TLS agent tunnel → a cluster that authenticates and authorizes', () => {
+  let fx: TunnelFixture;
+
+  beforeAll(async () => {
+    fx = await startTunnelFixture(
+      { secured: ['gamma'] },
+      {
+        // "viewer" may read pods, not exec; anonymous requests are refused.
+        secured: (work) => {
+          writeFileSync(join(work, 'users.csv'), 'viewer-token,viewer,u1,""\n');
+          writeFileSync(
+            join(work, 'policy.json'),
+            JSON.stringify({ rules: [{ users: ['viewer'], verbs: ['get', 'list', 'watch'], resources: ['pods', 'namespaces'] }] }),
+          );
+          return { tokenAuthFile: join(work, 'users.csv'), authorizationPolicyFile: join(work, 'policy.json') };
+        },
+      },
+      { tls: true },
+    );
+    await fx.startAgent('secured').waitForOutput(/tunnel established/, 20_000);
+  }, 60_000);
+
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  describe.each(CLIENTS)('kubectl $version', ({ version }) => {
+    const bin = (): string => findKubectl(version);
+    it('the apiserver\'s 403 on exec comes back through the tunnel; the caller\'s token rides through', async () => {
+      const kubeconfig = join(fx.work, `kubeconfig-viewer-${version}`);
+      writeKubeconfig(kubeconfig, { server: `${fx.proxy.url}/clusters/secured`, name: 'viewer', token: 'viewer-token', caPem: fx.ca!.toString('utf8') });
+      const list = await runKubectl(bin(), ['get', 'pods', '-o', 'name'], { kubeconfig, timeoutMs: 30_000 });
+      expect(list.code, summary(list)).toBe(0);
+      expect(list.stdout.toString()).toContain('pod/gamma');
+      const denied = await runKubectl(bin(), ['exec', 'gamma', '--', 'true'], { kubeconfig, timeoutMs: 30_000 });
+      expect(denied.code).not.toBe(0);
+      expect(denied.stderr).toMatch(/Forbidden|forbidden/);
+      expect(denied.stderr).toContain('User "viewer" cannot create resource "pods/exec"');
+      // Without a token the apiserver's 401 comes back (kubectl itself would then prompt for a password).
+      const anonymous = await get(fx.proxy.url, '/clusters/secured/api/v1/namespaces/default/pods', fx.ca);
+      expect(anonymous.status).toBe(401);
+      expect(JSON.parse(anonymous.body)).toMatchObject({ kind: 'Status', code: 401, reason: 'Unauthorized' });
+    });
+
   });
 });
