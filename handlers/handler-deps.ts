@@ -7,7 +7,7 @@ import type { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import type { FeatureGates } from '../src/feature-gate.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import type { StreamingSessions } from '../src/streaming-sessions.js';
-import type { Upstream } from '../src/routing/upstream.js';
+import type { Route } from '../src/routing/route.js';
 
 /** Plugin options shared by every route family. */
 export interface HandlerDeps {
@@ -17,7 +17,7 @@ export interface HandlerDeps {
    * The primary upstream: the route of requests the router never saw (components driven directly).
    * Handlers send every request along `routeOf(req, upstream)`.
    */
-  upstream: Upstream;
+  upstream: Route;
   metrics: ProxyMetrics;
   /** Every open streaming request: metrics and audit at their end, graceful shutdown. */
   sessions: StreamingSessions;

@@ -6,7 +6,6 @@
  * or answers a Kubernetes Status. The client socket is already hijacked: every answer is raw bytes.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
   InvalidUpgradeResponseError,
@@ -15,8 +14,8 @@ import {
   UpstreamClosedError,
   statusForError,
 } from '../src/errors.js';
-import type { AuthHeaders, Upstream } from '../src/routing/upstream.js';
-import { routeOf } from '../src/routing/route.js';
+import type { AuthHeaders } from '../src/routing/upstream.js';
+import { routeOf, type Route } from '../src/routing/route.js';
 import {
   pairsFromRaw,
   requestHead,
@@ -40,7 +39,7 @@ export const ERROR_RESPONSE_DEADLINE_MS = 10_000;
 /** The few settings the one caller needs (not Go's pile of booleans). */
 export interface UpgradeAwareProxyOptions {
   /** Where to dial and how to authenticate. */
-  upstream: Upstream;
+  upstream: Route;
   /** Per-direction limit on the upgraded connection, bytes per second; 0 = unlimited. */
   maxBytesPerSec: number;
   /** Deadline for dialling and receiving the complete response head, in milliseconds. */
@@ -119,7 +118,7 @@ export class UpgradeAwareProxy {
     return [['Host', host], ...pairs, ['Connection', 'Upgrade'], ...upgradeLines];
   }
 
-  #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Socket, response: CompleteResponseHead): UpgradeOutcome {
+  #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Duplex, response: CompleteResponseHead): UpgradeOutcome {
     const { head } = response;
     const raw = response.rest.length > 0 ? Buffer.concat([response.headBytes, response.rest]) : response.headBytes;
     if (head.statusCode === 101) {
@@ -150,7 +149,7 @@ export class UpgradeAwareProxy {
  * Read from `socket` until the response head is complete; the socket is left paused. Shared with the
  * port-forward tunnel (`translator/stream-tunnel.ts`).
  */
-export function readResponseHead(socket: Socket, signal: AbortSignal, maxBytes = MAX_RESPONSE_HEAD_BYTES): Promise<CompleteResponseHead> {
+export function readResponseHead(socket: Duplex, signal: AbortSignal, maxBytes = MAX_RESPONSE_HEAD_BYTES): Promise<CompleteResponseHead> {
   return new Promise<CompleteResponseHead>((resolve, reject) => {
     const parser = new ResponseHeadParser(maxBytes);
     const cleanup = (): void => {
@@ -199,7 +198,7 @@ export function readResponseHead(socket: Socket, signal: AbortSignal, maxBytes =
  * (exactly Content-Length bytes when given, else until the upstream closes), within the deadline.
  * Shared with the port-forward tunnel.
  */
-export function relayErrorResponse(client: Duplex, upstream: Socket, raw: Buffer, response: CompleteResponseHead, isHead: boolean): void {
+export function relayErrorResponse(client: Duplex, upstream: Duplex, raw: Buffer, response: CompleteResponseHead, isHead: boolean): void {
   const length = response.head.headers.get('content-length');
   const chunked = response.head.headers.tokens('transfer-encoding').includes('chunked');
   let remaining = isHead ? 0 : length !== undefined && !chunked && /^\d+$/.test(length) ? Number(length) - response.rest.length : Infinity;

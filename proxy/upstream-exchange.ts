@@ -5,7 +5,6 @@
  * every byte kept, all under one deadline, and abandoned as soon as the client goes away (its socket
  * closes: a reset, or a FIN once the paused socket is read).
  */
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { UpstreamTimeoutError } from '../src/errors.js';
 import type { Route } from '../src/routing/route.js';
@@ -29,7 +28,7 @@ export interface UpgradeExchange {
 /** How the exchange ended. */
 export type UpgradeExchangeResult =
   /** The upstream answered; the caller owns `upstreamSocket` (paused) and decides what to do. */
-  | { kind: 'answered'; upstreamSocket: Socket; response: CompleteResponseHead }
+  | { kind: 'answered'; upstreamSocket: Duplex; response: CompleteResponseHead }
   /** The client left first; everything is cleaned up. */
   | { kind: 'client-gone' }
   /** Dial, write, timeout or head error; the upstream socket is destroyed. Answer a Status. */
@@ -41,7 +40,7 @@ export async function exchangeUpgradeHead(o: UpgradeExchange): Promise<UpgradeEx
   const onClientGone = (): void => controller.abort(new Error('client closed the connection'));
   o.clientSocket.once('close', onClientGone);
   const timer = setTimeout(() => controller.abort(new UpstreamTimeoutError(o.timeoutMs)), o.timeoutMs);
-  let upstreamSocket: Socket | undefined;
+  let upstreamSocket: Duplex | undefined;
   try {
     const auth = await o.upstream.callerAuthHeaders();
     const requestBytes = o.request(auth);

@@ -26,6 +26,7 @@ Commands:
   dev-cluster   Run the embedded development cluster. WARNING: it runs local commands.
   demo          Run the dev cluster and the proxy on loopback, write a kubeconfig, print a kubectl line.
   dev-metrics   Run a metrics.k8s.io extension API server over a (dev) cluster's kubelet resource metrics.
+  agent         Run next to a cluster and carry the proxy's /clusters/NAME requests to it (docs/agent.md).
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
 `;
@@ -139,6 +140,13 @@ Aggregation (docs/aggregation.md):
   --proxy-client-cert-file PATH       Front-proxy client certificate presented to aggregated API servers.
   --proxy-client-key-file PATH        Its key.
 
+Clusters behind agents (docs/agent.md):
+  --agent-listen HOST:PORT            Accept agent tunnels here (TLS with the --tls-* pair; plain only on
+                                      loopback). Clients address a cluster as /clusters/NAME/...; --upstream
+                                      becomes optional (requests without a cluster then get 404).
+  --agent-token-file PATH             CSV token,cluster-name: which agent token serves which cluster
+                                      (re-read when it changes).
+
 Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
@@ -188,6 +196,8 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'apiservice-config': { type: 'string' },
         'proxy-client-cert-file': { type: 'string' },
         'proxy-client-key-file': { type: 'string' },
+        'agent-listen': { type: 'string' },
+        'agent-token-file': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -235,6 +245,8 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       apiserviceConfig: values['apiservice-config'],
       proxyClientCertFile: values['proxy-client-cert-file'],
       proxyClientKeyFile: values['proxy-client-key-file'],
+      agentListen: values['agent-listen'],
+      agentTokenFile: values['agent-token-file'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
@@ -242,7 +254,11 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
     return 2;
   }
   const server = await startServer(config, { logger: { level: 'info' } });
-  process.stdout.write(`kube-stream-proxy listening on ${server.url}, upstream ${config.upstream.url.origin}\n`);
+  process.stdout.write(
+    `kube-stream-proxy listening on ${server.url}, upstream ${config.upstream?.url.origin ?? '(none)'}` +
+      (server.agentUrl ? `, agents on ${server.agentUrl}` : '') +
+      '\n',
+  );
   installShutdown(async () => {
     await server.shutdown(config.shutdownGracePeriodMs);
   });
@@ -266,6 +282,8 @@ export async function main(argv: string[]): Promise<number | void> {
       return serveCommand(rest);
     case 'dev-metrics':
       return (await import('./devmetrics/command.js')).devMetricsCommand(rest);
+    case 'agent':
+      return (await import('./tunnel/agent-command.js')).agentCommand(rest);
     default:
       process.stderr.write(`kube-stream-proxy: unknown command "${command}"\n\n${USAGE}`);
       return 2;

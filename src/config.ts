@@ -18,6 +18,7 @@ import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './routing/u
 import type { APIServiceConfig } from './aggregation/apiservice-config.js';
 import type { ProxyClientCertificate } from './aggregation/apiservice-backend.js';
 import { useTrimmedTokenFiles } from './token-file.js';
+import { AgentTokenFile } from './tunnel/agent-tokens.js';
 
 /** Default listen address: loopback, so plain HTTP without certificates is allowed out of the box. */
 export const DEFAULT_LISTEN = '127.0.0.1:6443';
@@ -63,14 +64,28 @@ export interface SecurityConfig {
   warnings: string[];
 }
 
+/** `--agent-listen` and what goes with it: where agents dial in and how they authenticate. */
+export interface AgentListenConfig {
+  listen: HostPort;
+  /** The serving certificate (the `--tls-*` pair); absent = plain TCP, allowed only on loopback. */
+  tls?: ListenTls;
+  /** `--agent-token-file`, read once here and re-read on change. */
+  tokens: AgentTokenFile;
+}
+
 /** The validated configuration `startServer` runs with. */
 export interface ProxyConfig {
   /** Address to listen on; port 0 picks a free port. */
   listen: HostPort;
   /** HTTPS certificate and key; absent means plain HTTP, allowed only on loopback. */
   tls?: ListenTls;
-  /** Where requests go and how to authenticate there. */
-  upstream: Upstream;
+  /**
+   * Where requests without a `/clusters/NAME` prefix go and how to authenticate there. Absent only
+   * with agents (`--agent-listen` without `--upstream`): such requests then get a 404 Status.
+   */
+  upstream?: Upstream;
+  /** Clusters behind agents (docs/agent.md); absent = no agent listener. */
+  agents?: AgentListenConfig;
   /** Per-direction byte rate of each upgraded connection; 0 = unlimited. */
   maxConnectionBytesPerSec: number;
   /** Kubernetes feature gates (`--feature-gates`). */
@@ -129,6 +144,8 @@ export interface ServeFlags {
   proxyClientCertFile?: string;
   proxyClientKeyFile?: string;
   websocketAllowedOrigins?: string;
+  agentListen?: string;
+  agentTokenFile?: string;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -233,7 +250,7 @@ async function kubeConfigFromFiles(flags: ServeFlags): Promise<KubeConfig> {
   return useTrimmedTokenFiles(kc);
 }
 
-async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
+async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream?: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
   const fileFlags = [flags.upstreamCaFile, flags.upstreamTokenFile, flags.upstreamClientCertFile, flags.upstreamClientKeyFile];
   const sources = [flags.kubeconfig !== undefined, flags.inCluster === true].filter(Boolean).length;
   if (sources > 1) throw new ConfigError('--kubeconfig and --in-cluster are mutually exclusive');
@@ -258,7 +275,11 @@ async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): 
     }
     return { upstream: await upstreamFromKubeConfig(kc, flags.upstream, { presentProxyIdentity }), apiKubeConfig: async () => kc };
   }
-  if (flags.upstream === undefined) throw new ConfigError('--upstream URL (or --kubeconfig / --in-cluster) is required');
+  if (flags.upstream === undefined && flags.agentListen !== undefined && !fileFlags.some((f) => f !== undefined)) {
+    // Agents only: the proxy has no API of its own to call.
+    return { apiKubeConfig: async () => Promise.reject(new ConfigError('no --upstream: the proxy has no API of its own')) };
+  }
+  if (flags.upstream === undefined) throw new ConfigError('--upstream URL (or --kubeconfig / --in-cluster, or --agent-listen) is required');
   const upstream = upstreamFromFiles({
     url: flags.upstream,
     caFile: flags.upstreamCaFile,
@@ -270,6 +291,28 @@ async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): 
   });
   let kc: Promise<KubeConfig> | undefined;
   return { upstream, apiKubeConfig: () => (kc ??= kubeConfigFromFiles(flags)) };
+}
+
+/** Parse `--agent-listen` and `--agent-token-file`. */
+function parseAgents(flags: ServeFlags, tls: ListenTls | undefined, authn: AuthnMode): AgentListenConfig | undefined {
+  if (flags.agentListen === undefined) {
+    if (flags.agentTokenFile !== undefined) throw new ConfigError('--agent-token-file needs --agent-listen');
+    return undefined;
+  }
+  let listen: HostPort;
+  try {
+    listen = parseHostPort(flags.agentListen);
+  } catch (e) {
+    throw new ConfigError(`--agent-listen: ${(e as Error).message}`, { cause: e });
+  }
+  if (!tls && !isLoopbackHost(listen.host)) {
+    throw new ConfigError(`--agent-listen ${flags.agentListen}: plain TCP is allowed only on a loopback address; give --tls-cert-file and --tls-private-key-file`);
+  }
+  if (flags.agentTokenFile === undefined) throw new ConfigError('--agent-listen needs --agent-token-file (CSV token,cluster-name)');
+  if (authn !== 'passthrough') {
+    throw new ConfigError('--agent-listen: clusters behind agents support --authn=passthrough only so far (impersonation through the agent is not built yet)');
+  }
+  return { listen, tokens: new AgentTokenFile(flags.agentTokenFile), ...(tls ? { tls } : {}) };
 }
 
 /** Parse `--upstream-mode`, `--authn`, the client CA, request-header and kubelet flags. */
@@ -366,14 +409,17 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
   const websocketAllowedOrigins = parseAllowedOrigins(flags.websocketAllowedOrigins);
   const securityFlags = parseSecurity(flags, tls !== undefined);
   const { upstream, apiKubeConfig } = await parseUpstream(flags, securityFlags.authn === 'impersonate');
-  if (upstream.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
+  const agents = parseAgents(flags, tls, securityFlags.authn);
+  if (!upstream && securityFlags.upstreamMode !== 'apiserver') throw new ConfigError('--upstream-mode=kubelet needs --upstream');
+  if (upstream?.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
     securityFlags.warnings.push('kubeconfig insecure-skip-tls-verify: the upstream serving certificate is NOT verified');
   }
   const security: SecurityConfig = { ...securityFlags, apiKubeConfig };
   const config: ProxyConfig = {
     security,
     listen,
-    upstream,
+    ...(upstream ? { upstream } : {}),
+    ...(agents ? { agents } : {}),
     maxConnectionBytesPerSec: Number(bpsText),
     featureGates,
     upgradeResponseTimeoutMs,
@@ -390,6 +436,9 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
 async function parseAggregation(flags: ServeFlags, warnings: string[]): Promise<AggregationConfig | undefined> {
   if ((flags.proxyClientCertFile === undefined) !== (flags.proxyClientKeyFile === undefined)) {
     throw new ConfigError('--proxy-client-cert-file and --proxy-client-key-file must be given together');
+  }
+  if (flags.apiserviceConfig !== undefined && flags.upstream === undefined && flags.kubeconfig === undefined && flags.inCluster !== true) {
+    throw new ConfigError('--apiservice-config needs a primary upstream (--upstream, --kubeconfig or --in-cluster): it serves the merged discovery and local APIServices');
   }
   if (flags.apiserviceConfig === undefined) {
     if (flags.proxyClientCertFile !== undefined) throw new ConfigError('--proxy-client-cert-file needs --apiservice-config: it is presented to aggregated API servers only');

@@ -57,8 +57,28 @@ export type DialCaller = SessionPathLabel | 'reverse_proxy' | 'readiness';
 /** Why a dial failed (`reason` label of the dial-error counter). */
 export type DialErrorReason = 'unreachable' | 'timeout';
 
+/** Why the agent listener refused a connect request. */
+export type TunnelRefusalReason = 'unauthorized' | 'forbidden' | 'bad_request';
+
+/**
+ * The agent tunnel's metrics (src/tunnel/). Labels are the cluster name only (names come from the
+ * agent token file, so they are bounded by configuration, not by clients).
+ */
+export interface TunnelMetrics {
+  /** `kube_stream_proxy_tunnel_agents{cluster}`: agents connected now. */
+  setTunnelAgents(cluster: string, count: number): void;
+  /** `kube_stream_proxy_tunnel_agent_connections_total{cluster}`: tunnels accepted (every one after the first is a reconnect). */
+  incTunnelAgentConnection(cluster: string): void;
+  /** `kube_stream_proxy_tunnel_agent_refusals_total{reason}`: connect requests refused. */
+  incTunnelAgentRefusal(reason: TunnelRefusalReason): void;
+  /** `kube_stream_proxy_tunnel_streams_opened_total{cluster}`: tunnel streams the agent accepted. */
+  incTunnelStream(cluster: string): void;
+  /** `kube_stream_proxy_tunnel_streams_active{cluster}`: tunnel streams open now. */
+  addTunnelActiveStreams(cluster: string, delta: 1 | -1): void;
+}
+
 /** Counter, gauge and histogram operations the proxy uses. */
-export interface ProxyMetrics {
+export interface ProxyMetrics extends TunnelMetrics {
   /** A plain (non-upgrade) request finished with `code`. */
   incHttpRequest(handler: HandlerLabel, code: number): void;
   /**
@@ -202,7 +222,42 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
     labelNames: ['caller', 'reason'] as const,
     registers: [registry],
   });
+  const tunnelAgents = new Gauge({
+    name: `${METRICS_NAMESPACE}_tunnel_agents`,
+    help: 'Agents connected to this proxy replica, by cluster.',
+    labelNames: ['cluster'] as const,
+    registers: [registry],
+  });
+  const tunnelConnections = new Counter({
+    name: `${METRICS_NAMESPACE}_tunnel_agent_connections_total`,
+    help: 'Agent tunnels accepted, by cluster (each one after the first is a reconnect).',
+    labelNames: ['cluster'] as const,
+    registers: [registry],
+  });
+  const tunnelRefusals = new Counter({
+    name: `${METRICS_NAMESPACE}_tunnel_agent_refusals_total`,
+    help: 'Agent connect requests refused, by reason.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  const tunnelStreams = new Counter({
+    name: `${METRICS_NAMESPACE}_tunnel_streams_opened_total`,
+    help: 'Tunnel streams opened to an agent (one per proxied connection), by cluster.',
+    labelNames: ['cluster'] as const,
+    registers: [registry],
+  });
+  const tunnelActive = new Gauge({
+    name: `${METRICS_NAMESPACE}_tunnel_streams_active`,
+    help: 'Tunnel streams open now, by cluster.',
+    labelNames: ['cluster'] as const,
+    registers: [registry],
+  });
   return {
+    setTunnelAgents: (cluster, count) => tunnelAgents.set({ cluster }, count),
+    incTunnelAgentConnection: (cluster) => tunnelConnections.inc({ cluster }),
+    incTunnelAgentRefusal: (reason) => tunnelRefusals.inc({ reason }),
+    incTunnelStream: (cluster) => tunnelStreams.inc({ cluster }),
+    addTunnelActiveStreams: (cluster, delta) => tunnelActive.inc({ cluster }, delta),
     incWebSocketStreamingRequest: (subresource, proxyType) => websocketStreaming.inc({ subresource, proxy_type: proxyType }),
     incStreamingRequest: (subresource, protocol, path, outcome) => streamingRequests.inc({ subresource, protocol, path, outcome }),
     incWebSocketFailure: (reason) => websocketFailures.inc({ reason }),

@@ -45,6 +45,11 @@ import type { ProxyConfig } from './config.js';
 import { KubeletLocator } from './routing/kubelet/kubelet-locator.js';
 import { Router, type RouteResolver } from './routing/router.js';
 import { startAggregator } from './aggregation/start-aggregator.js';
+import { unavailableRoute, type Route } from './routing/route.js';
+import { AgentListener } from './tunnel/agent-listener.js';
+import { AgentRegistry } from './tunnel/agent-registry.js';
+import { rewriteClusterUrl } from './tunnel/cluster-path.js';
+import { ClusterResolver } from './tunnel/cluster-resolver.js';
 import { createMetrics, type HandlerLabel } from './metrics.js';
 import { errorStatus } from './status.js';
 import { StreamingSessions } from './streaming-sessions.js';
@@ -90,6 +95,8 @@ export interface ShutdownReport {
 export interface RunningServer {
   /** `https://host:port` or `http://host:port`, with the real port. */
   url: string;
+  /** The agent listener's `https://host:port` (`http://` on loopback without TLS), when agents are on. */
+  agentUrl?: string;
   app: FastifyInstance;
   /** True once {@link shutdown} began. */
   readonly draining: boolean;
@@ -105,7 +112,14 @@ export interface RunningServer {
 /** Server-wide state next to the app. */
 interface ServerState {
   sessions: StreamingSessions;
+  /** The agent listener, started by {@link startServer} (`--agent-listen`). */
+  agentListener?: AgentListener;
+  /** Connected agents: sent GOAWAY when a graceful shutdown begins. */
+  agents?: AgentRegistry;
 }
+
+/** How long agent tunnels get after GOAWAY (proxy close) before they are destroyed. */
+export const AGENT_TUNNEL_CLOSE_GRACE_MS = 2_000;
 
 const states = new WeakMap<FastifyInstance, ServerState>();
 
@@ -137,10 +151,13 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const metrics = createMetrics(registry);
   const sessions = new StreamingSessions(metrics);
   let closing = false;
+  const primary = config.upstream;
   const probe =
-    options.upstreamProbe ?? new UpstreamProbe(config.upstream, { onDialError: (reason) => metrics.incUpstreamDialError('readiness', reason) });
+    options.upstreamProbe ??
+    (primary ? new UpstreamProbe(primary, { onDialError: (reason) => metrics.incUpstreamDialError('readiness', reason) }) : undefined);
   const readiness = async (): Promise<ReadinessCheck[]> => {
     const shutdown: ReadinessCheck = sessions.draining || closing ? { name: 'shutdown', ok: false, message: 'proxy is shutting down' } : { name: 'shutdown', ok: true };
+    if (!probe) return [shutdown];
     const upstream = await probe.check();
     return [shutdown, { name: 'upstream', ...upstream }];
   };
@@ -152,6 +169,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     requestTimeout: 0,
     connectionTimeout: 0,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Clusters behind agents: `/clusters/NAME/…` loses its prefix before routing (src/tunnel/cluster-path.ts).
+    ...(config.agents ? { rewriteUrl: (req: IncomingMessage) => rewriteClusterUrl(req, [...HEALTH_PATHS, '/metrics']) } : {}),
     // A request Node's parser rejects (conflicting Content-Length/Transfer-Encoding, oversized or broken
     // head) or a URL that does not decode gets a Kubernetes Status, as from the apiserver, not Fastify's JSON.
     clientErrorHandler: (err, socket) => answerClientError(err, socket),
@@ -188,7 +207,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     (app.server as Server).closeAllConnections?.();
   });
   app.addHook('onClose', async () => {
-    config.upstream.close();
+    primary?.close();
   });
   if (options.configure) await options.configure(app);
 
@@ -232,17 +251,33 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
   const aggregator = aggregation ? startAggregator(aggregation, { authn: security?.authn ?? 'passthrough', registry, app, ...(api ? { api } : {}), ...options.aggregatorIntervals }) : undefined;
   // After authentication: every request that goes upstream gets its route here (src/routing/).
-  const resolvers: RouteResolver[] = [...(aggregator ? [aggregator] : []), ...(kubeletLocator ? [kubeletLocator] : [])];
-  const router = new Router({ upstream: config.upstream, authn: security?.authn ?? 'passthrough', resolvers });
+  const resolvers: RouteResolver[] = [];
+  let agentListener: AgentListener | undefined;
+  let agents: AgentRegistry | undefined;
+  if (config.agents) {
+    // Clusters behind agents come first: a /clusters/NAME request never reaches the primary upstream.
+    const registry = new AgentRegistry(metrics);
+    agents = registry;
+    resolvers.push(new ClusterResolver(registry, metrics));
+    agentListener = new AgentListener({ ...config.agents, registry, metrics, log: app.log });
+    const listener = agentListener;
+    app.addHook('onClose', async () => {
+      await Promise.all([listener.close(), registry.closeAll(AGENT_TUNNEL_CLOSE_GRACE_MS)]);
+    });
+  }
+  if (aggregator) resolvers.push(aggregator);
+  if (kubeletLocator) resolvers.push(kubeletLocator);
+  const router = new Router({ ...(primary ? { upstream: primary } : {}), authn: security?.authn ?? 'passthrough', resolvers });
+  const fallback: Route = primary ?? unavailableRoute('no default upstream');
   app.addHook('onRequest', router.hook(ownPaths));
 
   const deps: HandlerDeps = {
     upgradeProxy: new UpgradeAwareProxy({
-      upstream: config.upstream,
+      upstream: fallback,
       maxBytesPerSec: config.maxConnectionBytesPerSec,
       responseTimeoutMs: config.upgradeResponseTimeoutMs,
     }),
-    upstream: config.upstream,
+    upstream: fallback,
     metrics,
     sessions,
     featureGates: config.featureGates,
@@ -254,8 +289,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   await app.register(execRoutes, deps);
   await app.register(attachRoutes, deps);
   await app.register(portforwardRoutes, deps);
-  if (aggregator && aggregation) {
-    const discovery = new DiscoveryService(config.upstream, aggregator, app.log);
+  if (aggregator && aggregation && primary) {
+    const discovery = new DiscoveryService(primary, aggregator, app.log);
     aggregation.apiServices.on('change', () => discovery.setAPIServices(aggregator.list()));
     app.addHook('onClose', async () => discovery.close());
     await app.register(apiServiceRoutes, { aggregator });
@@ -280,7 +315,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     res.once('finish', () => closeAfterAnswer(socket));
     app.routing(req, res);
   });
-  states.set(app, { sessions });
+  states.set(app, { sessions, ...(agentListener ? { agentListener } : {}), ...(agents ? { agents } : {}) });
   return app;
 }
 
@@ -300,8 +335,10 @@ async function raceTimeout(done: Promise<void>, ms: number): Promise<boolean> {
 
 /** The graceful shutdown sequence of {@link RunningServer.shutdown}. */
 async function shutdownApp(app: FastifyInstance, graceMs: number): Promise<ShutdownReport> {
-  const { sessions } = states.get(app)!;
+  const { sessions, agents } = states.get(app)!;
   sessions.startDraining();
+  // Agents move to another replica now; their streams in flight finish within the grace period.
+  agents?.goAway();
   const sessionsAtStart = sessions.size;
   app.log.info({ sessions: sessionsAtStart, graceMs }, 'shutting down: no new connections, waiting for streaming sessions');
   // Stop accepting; idle keep-alive connections are closed, busy ones finish their request.
@@ -324,9 +361,20 @@ export async function startServer(config: ProxyConfig, options: ServerOptions = 
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `${config.tls ? 'https' : 'http'}://${host}:${address.port}`;
+  const agentListener = states.get(app)?.agentListener;
+  let agentUrl: string | undefined;
+  if (agentListener) {
+    try {
+      agentUrl = `${config.agents?.tls ? 'https' : 'http'}://${await agentListener.listen()}`;
+    } catch (e) {
+      await app.close();
+      throw e;
+    }
+  }
   let shuttingDown: Promise<ShutdownReport> | undefined;
   return {
     url,
+    ...(agentUrl ? { agentUrl } : {}),
     app,
     get draining() {
       return shuttingDown !== undefined;

@@ -11,7 +11,6 @@
  * Used by the StreamTranslatorProxy (exec/attach); the caller chooses the method, the
  * request-target, the protocols offered and the extra header lines.
  */
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { websocketBearer } from './auth/websocket-bearer.js';
 import {
@@ -86,7 +85,7 @@ export type UpstreamSpdyOpening =
    * The upstream refused with a ≥ 400 answer (401, 403, 404, …): its head is read, its body is not.
    * The caller owns `upstreamSocket` (paused) and relays the answer (`relayErrorResponse`).
    */
-  | { kind: 'refused'; upstreamSocket: Socket; response: CompleteResponseHead }
+  | { kind: 'refused'; upstreamSocket: Duplex; response: CompleteResponseHead }
   /**
    * No connection: UpstreamUnreachableError, UpstreamTimeoutError, UpstreamClosedError,
    * ResponseHeadTooLargeError / MalformedResponseHeadError, {@link UpgradeMismatchError} (101 without
@@ -190,7 +189,7 @@ export function refusal(statusCode: number, body: Buffer): UpstreamUpgradeRefuse
  * Read a refusal's body: what came with the head, then up to Content-Length (or until the upstream
  * closes) and never more than {@link MAX_REFUSAL_BODY_BYTES}. Chunked bodies are decoded.
  */
-async function readBody(socket: Socket, response: CompleteResponseHead, signal: AbortSignal): Promise<Buffer> {
+async function readBody(socket: Duplex, response: CompleteResponseHead, signal: AbortSignal): Promise<Buffer> {
   const length = response.head.headers.get('content-length');
   const chunked = response.head.headers.tokens('transfer-encoding').includes('chunked');
   const want = length !== undefined && !chunked && /^\d+$/.test(length) ? Math.min(Number(length), MAX_REFUSAL_BODY_BYTES) : MAX_REFUSAL_BODY_BYTES;
@@ -216,7 +215,7 @@ async function readBody(socket: Socket, response: CompleteResponseHead, signal: 
 
 /** Feed socket data to `step` until it returns a value; `onEnd` decides what a close means. */
 function readUntil<T>(
-  socket: Socket,
+  socket: Duplex,
   signal: AbortSignal,
   step: (chunk: Buffer) => T | undefined,
   onEnd: () => Error | undefined,

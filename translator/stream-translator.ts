@@ -36,8 +36,7 @@ import { ShuttingDownError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } 
 import type { ProxyMetrics } from '../src/metrics.js';
 import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '../src/status.js';
 import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../src/stream-protocol.js';
-import type { Upstream } from '../src/routing/upstream.js';
-import { routeOf } from '../src/routing/route.js';
+import { routeOf, type Route } from '../src/routing/route.js';
 import { openUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS, type UpstreamSpdyOpening } from '../src/upstream-spdy.js';
 import type { ChannelMessage } from './channel-frame.js';
 import type { RemoteCommandOutcome } from './error-stream.js';
@@ -54,7 +53,7 @@ export const UPSTREAM_PROTOCOLS: readonly string[] = KUBELET_SPDY_REMOTE_COMMAND
 
 /** Settings of a {@link StreamTranslatorProxy}. */
 export interface StreamTranslatorOptions {
-  upstream: Upstream;
+  upstream: Route;
   metrics: Pick<ProxyMetrics, 'incStreamTranslatorRequest'>;
   /** Per-direction bandwidth limit in bytes per second; 0 = unlimited (`--max-connection-bytes-per-sec`). */
   maxBytesPerSec: number;

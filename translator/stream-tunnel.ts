@@ -11,7 +11,6 @@
  * The client socket is already hijacked: every answer is raw bytes on it.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
@@ -27,8 +26,7 @@ import {
 } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
 import { HEADER_PROTOCOL_VERSION } from '../src/stream-protocol.js';
-import type { Upstream } from '../src/routing/upstream.js';
-import { routeOf } from '../src/routing/route.js';
+import { routeOf, type Route } from '../src/routing/route.js';
 import {
   SPDY_31,
   answeredSubprotocol,
@@ -47,7 +45,7 @@ export const TUNNEL_MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
 /** Settings of a {@link StreamTunnelProxy}; the server passes the passthrough's. */
 export interface StreamTunnelOptions {
   /** Where to dial and how to authenticate. */
-  upstream: Upstream;
+  upstream: Route;
   /** Per-direction limit on the tunnel, bytes per second; 0 = unlimited. */
   maxBytesPerSec: number;
   /** Deadline for dialling and receiving the complete upstream response head, in milliseconds. */
@@ -159,7 +157,7 @@ export class StreamTunnelProxy {
     }
   }
 
-  #answer(req: IncomingMessage, socket: Duplex, head: Buffer, upstreamSocket: Socket, response: CompleteResponseHead): TunnelOutcome {
+  #answer(req: IncomingMessage, socket: Duplex, head: Buffer, upstreamSocket: Duplex, response: CompleteResponseHead): TunnelOutcome {
     const { statusCode, headers } = response.head;
     if (statusCode === 101) {
       const connectionUpgrade = headers.tokens('connection').includes('upgrade');

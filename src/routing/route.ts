@@ -10,7 +10,9 @@
  * API server).
  */
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { request as httpRequest } from 'node:http';
+import { UpstreamUnreachableError } from '../errors.js';
 import type { AuthHeaders, Upstream } from './upstream.js';
 
 /** What every proxy path needs of the place a caller's request goes. */
@@ -28,8 +30,11 @@ export interface Route {
   target(requestUrl: string): string;
   /** The identity lines set on the caller's request (none in passthrough). */
   callerAuthHeaders(): Promise<AuthHeaders>;
-  /** One new HTTP/1.1 connection for an upgrade (TLS with ALPN http/1.1 for https). */
-  dial(signal?: AbortSignal): Promise<Socket>;
+  /**
+   * One new HTTP/1.1 connection for an upgrade (TLS with ALPN http/1.1 for https; an HTTP/2 stream
+   * to a cluster's agent for a tunnel backend). A byte stream: consumers use only Duplex APIs.
+   */
+  dial(signal?: AbortSignal): Promise<Duplex>;
   /** A plain (non-upgrade) request on the backend's pooled connections; the caller writes the body. */
   request(options: Pick<RequestOptions, 'method' | 'path' | 'headers'>): ClientRequest;
   /**
@@ -83,5 +88,32 @@ export function routeVia(backend: Upstream, o: RouteOverrides): Route {
     request: (options) => backend.request(options),
     ...(o.rejectRedirects ? { rejectRedirects: true } : {}),
     ...(o.observe ? { observe: o.observe } : {}),
+  };
+}
+
+/**
+ * The fallback route of a proxy without a primary upstream (agents only). The router refuses every
+ * request it cannot place, so this is reached only by components driven without the router; it
+ * fails every dial and request with a 503.
+ */
+export function unavailableRoute(message: string): Route {
+  const error = (): UpstreamUnreachableError => new UpstreamUnreachableError('none', new Error(message));
+  return {
+    name: 'none',
+    url: new URL('http://none.invalid/'),
+    host: 'none.invalid',
+    target: (u) => u,
+    callerAuthHeaders: async () => ({}),
+    dial: async () => {
+      throw error();
+    },
+    request: (options) =>
+      httpRequest({
+        ...options,
+        createConnection: ((_o: unknown, done: (err: Error) => void) => {
+          done(error());
+          return undefined;
+        }) as unknown as RequestOptions['createConnection'],
+      }),
   };
 }

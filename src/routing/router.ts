@@ -3,12 +3,14 @@
  * `onRequest` hook that runs after authentication (so the verified caller is known) and before any
  * handler. Resolvers are asked in order; the first that claims the request decides:
  *
- * 1. an aggregated API (`/apis/<group>/<version>/…` of a registered, non-local APIService) → its
+ * 1. a cluster behind an agent (`/clusters/NAME/…`, prefix stripped before routing) → a stream of
+ *    that agent's tunnel (`src/tunnel/`);
+ * 2. an aggregated API (`/apis/<group>/<version>/…` of a registered, non-local APIService) → its
  *    backend, with the front-proxy identity (`src/aggregation/`);
- * 2. `--upstream-mode=kubelet` and a pod streaming request → the pod's kubelet and its own path
+ * 3. `--upstream-mode=kubelet` and a pod streaming request → the pod's kubelet and its own path
  *    (`kubelet/kubelet-locator.ts`);
- * 3. everything else → the primary upstream, with the caller's identity presented as `--authn` says
- *    (the caller's own credentials, or the proxy's plus `Impersonate-*`).
+ * 4. everything else → the primary upstream, with the caller's identity presented as `--authn` says
+ *    (the caller's own credentials, or the proxy's plus `Impersonate-*`); 404 when there is none.
  *
  * A resolver may also refuse a request with a Status (pod not found, APIService unavailable), which
  * is answered before any upgrade. Handlers and proxies then read the route with `routeOf(req)`.
@@ -19,7 +21,7 @@ import { sendStatus } from '../../handlers/status-reply.js';
 import { authenticatedUserOf, type AuthnMode } from '../auth/request-auth.js';
 import { impersonationHeaders } from '../auth/identity-headers.js';
 import type { UserInfo } from '../auth/user-info.js';
-import type { V1Status } from '../status.js';
+import { errorStatus, type V1Status } from '../status.js';
 import { routeVia, setRoute, type Route } from './route.js';
 import type { Upstream } from './upstream.js';
 
@@ -37,8 +39,11 @@ export interface RouteResolver {
 
 /** What the router needs. */
 export interface RouterOptions {
-  /** The primary upstream: where every request no resolver claims goes. */
-  upstream: Upstream;
+  /**
+   * The primary upstream: where every request no resolver claims goes. Absent when the proxy only
+   * fronts clusters behind agents: unclaimed requests then get a 404 Status.
+   */
+  upstream?: Upstream;
   /** `--authn`: how the caller is presented to the primary upstream. */
   authn: AuthnMode;
   /** Resolvers asked before the primary upstream, in order. */
@@ -70,6 +75,10 @@ export class Router {
       const decision = await resolver.resolve(req, caller);
       if (decision) return decision;
     }
+    if (!this.#o.upstream) {
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      return { refuse: errorStatus(404, `the server could not find the requested resource: this proxy has no default upstream; address a cluster as /clusters/NAME${path}`, 'NotFound') };
+    }
     return { route: primaryRoute(this.#o.upstream, this.#o.authn, caller) };
   }
 
@@ -85,7 +94,7 @@ export class Router {
       const decision = await this.resolve(req);
       if ('refuse' in decision) return sendStatus(reply, decision.refuse);
       setRoute(req, decision.route);
-      if (decision.route.name !== this.#o.upstream.name) request.log.info({ route: decision.route.name }, 'request routed');
+      if (decision.route.name !== this.#o.upstream?.name) request.log.info({ route: decision.route.name }, 'request routed');
       return undefined;
     };
   }

@@ -1,0 +1,128 @@
+/**
+ * `kube-stream-proxy agent`: the flags, validated once, and the long-running agent. The apiserver
+ * is given as `--upstream URL` with the same trust flags as `serve` (`--upstream-ca-file`,
+ * `--upstream-insecure-skip-tls-verify`); in passthrough the agent adds no credentials of its own.
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { isLoopbackHost } from '../config.js';
+import { ConfigError } from '../errors.js';
+import { upstreamFromFiles } from '../routing/upstream.js';
+import { TunnelAgent, type AgentLogger, type TunnelAgentOptions } from './agent.js';
+import { isValidClusterName } from './protocol.js';
+
+/** The `agent --help` text. */
+export const AGENT_USAGE = `kube-stream-proxy agent: runs next to a cluster's apiserver, dials OUT to the proxy's agent
+listener (serve --agent-listen) and carries the proxy's requests for /clusters/NAME/... to the
+apiserver, streams (exec, attach, cp, port-forward) included. See docs/agent.md.
+
+Usage:
+  kube-stream-proxy agent --proxy-url URL --cluster-name NAME --token-file PATH --upstream URL [flags]
+
+Flags:
+  --proxy-url URL                     The proxy's agent listener: https://HOST:PORT (http:// only on loopback).
+  --proxy-ca-file PATH                PEM CA verifying the proxy's serving certificate (default: system roots).
+  --cluster-name NAME                 The cluster this agent serves (DNS-1123 name; clients use /clusters/NAME).
+  --token-file PATH                   The agent token (a line of the proxy's --agent-token-file); re-read on every connect.
+  --upstream URL                      The cluster's apiserver (http or https).
+  --upstream-ca-file PATH             PEM CA bundle to verify the apiserver.
+  --upstream-insecure-skip-tls-verify Do not verify the apiserver's certificate (logged as a warning).
+  -h, --help                          Show this help.
+`;
+
+/** Parse the `agent` flags into the agent's options (files read). Throws ConfigError naming the flag. */
+export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true } | { help: false; options: TunnelAgentOptions } {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        'proxy-url': { type: 'string' },
+        'proxy-ca-file': { type: 'string' },
+        'cluster-name': { type: 'string' },
+        'token-file': { type: 'string' },
+        upstream: { type: 'string' },
+        'upstream-ca-file': { type: 'string' },
+        'upstream-insecure-skip-tls-verify': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+    }));
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+  if (values.help) return { help: true };
+  const need = (flag: string, v: string | undefined): string => {
+    if (v === undefined || v === '') throw new ConfigError(`${flag} is required`);
+    return v;
+  };
+  let proxyUrl: URL;
+  try {
+    proxyUrl = new URL(need('--proxy-url', values['proxy-url']));
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError(`--proxy-url: invalid URL ${JSON.stringify(values['proxy-url'])}`);
+  }
+  if (proxyUrl.protocol !== 'https:' && proxyUrl.protocol !== 'http:') throw new ConfigError('--proxy-url: scheme must be https (or http on loopback)');
+  if (proxyUrl.protocol === 'http:' && !isLoopbackHost(proxyUrl.hostname.replace(/^\[(.*)\]$/, '$1'))) {
+    throw new ConfigError('--proxy-url: plain http is allowed only to a loopback address; the agent token must not cross a network in clear text');
+  }
+  const clusterName = need('--cluster-name', values['cluster-name']);
+  if (!isValidClusterName(clusterName)) throw new ConfigError(`--cluster-name: ${JSON.stringify(clusterName)} is not a DNS-1123 subdomain`);
+  const tokenFile = need('--token-file', values['token-file']);
+  try {
+    if (readFileSync(tokenFile, 'utf8').trim() === '') throw new Error('empty');
+  } catch (e) {
+    throw new ConfigError(`--token-file: ${tokenFile}: ${(e as Error).message}`);
+  }
+  const upstream = upstreamFromFiles({
+    url: need('--upstream', values.upstream),
+    caFile: values['upstream-ca-file'],
+    insecureSkipTlsVerify: values['upstream-insecure-skip-tls-verify'],
+  });
+  if (values['upstream-insecure-skip-tls-verify']) log.warn({}, '--upstream-insecure-skip-tls-verify: the apiserver serving certificate is NOT verified');
+  const options: TunnelAgentOptions = { proxyUrl, clusterName, tokenFile, upstream, log };
+  if (values['proxy-ca-file'] !== undefined) {
+    try {
+      options.proxyCa = readFileSync(values['proxy-ca-file']);
+    } catch (e) {
+      throw new ConfigError(`--proxy-ca-file: ${(e as Error).message}`);
+    }
+  }
+  return { help: false, options };
+}
+
+/** A JSON-lines logger on stderr (the serve command's log shape: level, time, msg, fields). */
+export function stderrLogger(): AgentLogger {
+  const line = (level: number, obj: object, msg: string): void => {
+    process.stderr.write(JSON.stringify({ level, time: Date.now(), name: 'agent', msg, ...obj }) + '\n');
+  };
+  return { info: (obj, msg) => line(30, obj, msg), warn: (obj, msg) => line(40, obj, msg) };
+}
+
+/** `agent`: run until SIGTERM/SIGINT, then send GOAWAY and exit. */
+export async function agentCommand(argv: string[]): Promise<number | void> {
+  const log = stderrLogger();
+  let parsed;
+  try {
+    parsed = parseAgentArgs(argv, log);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    process.stderr.write(`kube-stream-proxy agent: ${e.message}\n\n${AGENT_USAGE}`);
+    return 2;
+  }
+  if (parsed.help) {
+    process.stdout.write(AGENT_USAGE);
+    return 0;
+  }
+  const agent = new TunnelAgent(parsed.options);
+  process.stdout.write(`kube-stream-proxy agent for cluster ${parsed.options.clusterName}: proxy ${parsed.options.proxyUrl.origin}, upstream ${parsed.options.upstream.url.origin}\n`);
+  const stop = (): void => {
+    agent.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}

@@ -1,0 +1,81 @@
+/**
+ * The route to a cluster behind an agent: the tunnel is one more way to dial. `dial()` opens one
+ * HTTP/2 CONNECT stream on the cluster's newest tunnel (the agent connects it to its apiserver), and
+ * `request()` sends a plain HTTP/1.1 request over such a stream — so the reverse proxy, the
+ * UpgradeAwareProxy, the translator and the port-forward tunnel run unchanged on top of it.
+ */
+import { request as httpRequest, type ClientRequest, type RequestOptions } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { UpstreamUnreachableError } from '../errors.js';
+import type { TunnelMetrics } from '../metrics.js';
+import type { Route } from '../routing/route.js';
+import type { AuthHeaders } from '../routing/upstream.js';
+import type { AgentRegistry } from './agent-registry.js';
+import { targetInCluster } from './cluster-path.js';
+import { openTunnelStream } from './tunnel-stream.js';
+
+/** Options of {@link ClusterTunnelRoute}. */
+export interface ClusterTunnelRouteOptions {
+  cluster: string;
+  registry: AgentRegistry;
+  /** The `Host` the cluster's apiserver expects (the agent told us at connect). */
+  upstreamHost: string;
+  metrics?: TunnelMetrics;
+}
+
+/** A route through a cluster's agent tunnel. Passthrough: the caller's credentials ride through. */
+export class ClusterTunnelRoute implements Route {
+  readonly name: string;
+  readonly url: URL;
+  readonly host: string;
+  readonly #o: ClusterTunnelRouteOptions;
+
+  constructor(o: ClusterTunnelRouteOptions) {
+    this.#o = o;
+    this.name = `cluster/${o.cluster}`;
+    this.host = o.upstreamHost;
+    this.url = new URL(`https://${o.upstreamHost}/`);
+  }
+
+  /** The caller's target without the `/clusters/NAME` prefix (when the rewrite left it on). */
+  target(requestUrl: string): string {
+    return targetInCluster(requestUrl);
+  }
+
+  /** None: in passthrough the caller's own `Authorization` reaches the cluster's apiserver. */
+  async callerAuthHeaders(): Promise<AuthHeaders> {
+    return {};
+  }
+
+  /** One tunnel stream, connected by the agent to its apiserver. */
+  async dial(signal?: AbortSignal): Promise<Duplex> {
+    const { cluster, registry, metrics } = this.#o;
+    const tunnel = registry.pick(cluster);
+    if (!tunnel) throw new UpstreamUnreachableError(this.name, new Error(`cluster "${cluster}" is not connected: no agent tunnel`));
+    const stream = await openTunnelStream(tunnel.session, this.name, signal);
+    if (metrics) {
+      metrics.incTunnelStream(cluster);
+      metrics.addTunnelActiveStreams(cluster, 1);
+      stream.once('close', () => metrics.addTunnelActiveStreams(cluster, -1));
+    }
+    return stream;
+  }
+
+  /**
+   * A plain request over its own tunnel stream (no pooling: one stream per request, closed with
+   * the response, which HTTP/2 makes cheap).
+   */
+  request(options: Pick<RequestOptions, 'method' | 'path' | 'headers'>): ClientRequest {
+    return httpRequest({
+      ...options,
+      // No agent: Node's Agent would ignore createConnection and dial TCP itself.
+      createConnection: ((_opts: unknown, done: (err: Error | null, stream?: Duplex) => void) => {
+        this.dial().then(
+          (stream) => done(null, stream),
+          (err: Error) => done(err),
+        );
+        return undefined;
+      }) as unknown as RequestOptions['createConnection'],
+    });
+  }
+}
