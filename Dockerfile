@@ -13,8 +13,11 @@ COPY handlers ./handlers
 COPY proxy ./proxy
 COPY translator ./translator
 COPY bench ./bench
-# Native modules (install scripts skipped above), the TypeScript build, then drop dev dependencies.
-RUN npm rebuild && npm run build && npm prune --omit=dev
+COPY binding.gyp ./
+COPY native ./native
+# Native modules (install scripts skipped above), the optional splice(2) addon, the TypeScript
+# build, then drop dev dependencies.
+RUN npm rebuild && npm run build:native && npm run build && npm prune --omit=dev
 
 # Runtime stage: same Debian release as the build stage, so the native module's glibc matches.
 FROM node:20-bookworm-slim
@@ -24,6 +27,7 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/build ./build
 # Non-root, numeric so `runAsNonRoot` can verify it (matches the Deployment's runAsUser).
 USER 10001:10001
 EXPOSE 8443

@@ -10,7 +10,8 @@
  * each transfer's instruction count (Ir, user space) is read with callgrind_control: unlike CPU
  * seconds it does not depend on the machine's load, so it is what an optimization is judged by.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,7 +108,7 @@ export const CPU_RELAYS: CpuRelay[] = [
   debianRelay('nginx', 'nginx 1 worker, upgrade passthrough', 'nginx', 'nginx', (bin, ctx) => startNginx(bin, ctx.upstream, join(ctx.workDir, 'nginx'))),
   debianRelay('haproxy', 'HAProxy HTTP mode, splice-auto', 'haproxy', 'haproxy', (bin, ctx) => startHaproxy(bin, ctx.upstream, join(ctx.workDir, 'haproxy'))),
   debianRelay('socat', 'socat (read/write)', 'socat', 'socat', (bin, ctx) => startSocat(bin, ctx.upstream)),
-  { key: 'bare', name: 'bare Node relay (net + pipe())', env: SPDY_ALL, node: true, start: (ctx) => startBareRelay(ctx.upstream) },
+  { key: 'bare', name: 'bare Node relay (net + pipe())', env: SPDY_ALL, node: true, start: (ctx) => startBareRelay(ctx.upstream, ctx.node) },
 ];
 
 /** The relay the proxy's CPU targets are relative to. */
@@ -164,13 +165,40 @@ export function median(xs: number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
-/** callgrind's instruction count since the last zeroing of process `pid`, read by dumping it. */
-function callgrindDump(pid: number, outDir: string): number {
+/**
+ * Send a callgrind_control command to `proc` and wait for it to be carried out. valgrind reads its
+ * command file only while the client runs, so a relay idle in epoll is woken with a TCP connection
+ * to its listening port (opened and closed) until the command returns.
+ */
+async function callgrindCommand(proc: ServerProcess, command: '--zero' | '--dump'): Promise<void> {
+  const child = spawn('callgrind_control', [command, String(proc.pid)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  let done = false;
+  void exited.then(() => (done = true));
+  const { hostname, port } = new URL(proc.url);
+  const deadline = Date.now() + 300_000;
+  while (!done && Date.now() < deadline) {
+    await new Promise<void>((resolve) => {
+      const s = connect({ host: hostname, port: Number(port) }, () => s.end());
+      s.on('error', () => resolve());
+      s.on('close', () => resolve());
+    });
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 200))]);
+  }
+  if (!done) child.kill('SIGKILL');
+  const code = await exited;
+  if (code !== 0 || !/OK/.test(output)) throw new Error(`callgrind_control ${command} ${proc.pid}: exit ${code}: ${output}`);
+}
+
+/** callgrind's instruction count (Ir) of `proc` since its last zeroing, read from a fresh dump. */
+async function callgrindDump(proc: ServerProcess, outDir: string): Promise<number> {
   const before = new Set(readdirSync(outDir));
-  const r = spawnSync('callgrind_control', ['--dump', String(pid)], { encoding: 'utf8', timeout: 120_000 });
-  if (r.status !== 0) throw new Error(`callgrind_control --dump ${pid}: ${r.stderr || r.stdout}`);
-  const fresh = readdirSync(outDir).filter((f) => !before.has(f) && f.includes(`.${pid}`));
-  if (fresh.length === 0) throw new Error(`callgrind_control --dump ${pid} wrote no file in ${outDir}`);
+  await callgrindCommand(proc, '--dump');
+  const fresh = readdirSync(outDir).filter((f) => !before.has(f) && f.includes(`.${proc.pid}.`));
+  if (fresh.length === 0) throw new Error(`callgrind_control --dump ${proc.pid} wrote no file in ${outDir} (it holds: ${readdirSync(outDir).join(", ")})`);
   let total = 0;
   for (const f of fresh) {
     const m = /^(?:summary|totals):\s*(\d+)/m.exec(readFileSync(join(outDir, f), 'utf8'));
@@ -178,11 +206,6 @@ function callgrindDump(pid: number, outDir: string): number {
     rmSync(join(outDir, f), { force: true });
   }
   return total;
-}
-
-function callgrindZero(pid: number): void {
-  const r = spawnSync('callgrind_control', ['--zero', String(pid)], { encoding: 'utf8', timeout: 120_000 });
-  if (r.status !== 0) throw new Error(`callgrind_control --zero ${pid}: ${r.stderr || r.stdout}`);
 }
 
 /** Run the CPU benchmark: every relay × measurement, `rounds` interleaved rounds. */
@@ -216,7 +239,7 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
       const node: ServerOptions = {};
       if (o.cpuProfDir && relay.node) node.nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(o.cpuProfDir, relay.key)}`];
       if (o.callgrind && relay.node)
-        node.wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', '--collect-atstart=no', `--callgrind-out-file=${join(cgDir, `cg.${relay.key}.%p`)}`];
+        node.wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${join(cgDir, `cg.${relay.key}.%p`)}`];
       const proc = await relay.start({ upstream: cluster.url, workDir: join(work, relay.key), node });
       const kubeconfig = join(work, `kubeconfig-${relay.key}`);
       writeKubeconfig(kubeconfig, { server: proc?.url ?? cluster.url, name: relay.key });
@@ -232,18 +255,18 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
           const env = relay.env[m]!;
           const useCg = o.callgrind === true && relay.node && proc !== undefined;
           let before: ReturnType<typeof sampleTreeCpu> | undefined;
-          const begin = (): void => {
-            if (useCg) callgrindZero(proc.pid);
+          const begin = async (): Promise<void> => {
+            if (useCg) await callgrindCommand(proc, '--zero');
             if (proc) before = sampleTreeCpu(proc.pid);
           };
           let ms: number;
           if (m === 'port-forward') {
             ms = await withPortForward({ bin, kubeconfig, env, remotePort: zero.port, timeoutMs }, async (port) => {
-              begin();
+              await begin();
               return measureDownload(port, o.bytes, timeoutMs);
             });
           } else {
-            begin();
+            await begin();
             ms = (await measureTransfer({ bin, kubeconfig, env, direction: m, bytes: o.bytes, timeoutMs })).wallMs;
           }
           // For port-forward the forward's teardown is counted too (small, and every relay pays it).
@@ -251,7 +274,7 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
           if (proc && before) cpu = (await settleTree(proc.pid, before)).seconds - before.seconds;
           if (useCg) {
             const list = irs.get(row) ?? [];
-            list.push(callgrindDump(proc.pid, cgDir));
+            list.push(await callgrindDump(proc, cgDir));
             irs.set(row, list);
           }
           row.wallMs.push(ms);

@@ -52,6 +52,7 @@ export function benchScriptPath(name: string): string {
  * matching `ready`.
  */
 export function startNodeScript(script: string, args: string[], ready: RegExp, timeoutMs = 30_000, options: ServerOptions = {}): Promise<ServerProcess> {
+  if (options.wrapper) timeoutMs = Math.max(timeoutMs, 600_000); // valgrind starts node ~50× slower
   const argv = [process.execPath, ...(options.nodeArgs ?? []), script, ...args];
   const [cmd, ...rest] = [...(options.wrapper ?? []), ...argv];
   const child = spawn(cmd!, rest, { stdio: ['ignore', 'pipe', 'pipe'] });
