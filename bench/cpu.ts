@@ -4,7 +4,9 @@
  * (utime+stime of its process tree from /proc, bench/proc-cpu.ts) is taken around each transfer.
  * Rounds are interleaved (round 1 runs every relay once, then round 2 …), so a burst of load on the
  * shared machine hits every relay alike. Relays: the proxy's passthrough, translation and port-forward
- * tunnel, nginx (1 worker), HAProxy (HTTP mode, splice-auto), socat and the bare Node relay.
+ * tunnel (the passthrough twice: with the splice(2) addon where it is built, and with the JavaScript
+ * copy loop it falls back to), nginx (1 worker), HAProxy (HTTP mode, splice-auto), socat and the
+ * bare Node relay.
  *
  * With `callgrind` the Node relays (the proxy and the bare relay) run under valgrind's callgrind and
  * each transfer's instruction count (Ir, user space) is read with callgrind_control: unlike CPU
@@ -22,6 +24,7 @@ import { CLIENT } from './harness.js';
 import { measureTransfer } from './kubectl-throughput.js';
 import { startNginx } from './nginx.js';
 import { measureDownload, startZeroServer, withPortForward } from './port-forward-throughput.js';
+import { NATIVE_SPLICE_ENV } from '../proxy/splice-native.js';
 import { sampleTreeCpu, settleTree } from './proc-cpu.js';
 import { startBareRelay, startHaproxy, startSocat } from './relays.js';
 import { startDevClusterProcess, startProxyProcess, type ServerOptions, type ServerProcess } from './servers.js';
@@ -90,6 +93,13 @@ export const CPU_RELAYS: CpuRelay[] = [
     env: SPDY_ALL,
     node: true,
     start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_OFF], ctx.node),
+  },
+  {
+    key: 'passthrough-js',
+    name: 'proxy passthrough (SPDY), JS copy loop (KSP_NATIVE_SPLICE=0)',
+    env: SPDY_ALL,
+    node: true,
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_OFF], { ...ctx.node, env: { [NATIVE_SPLICE_ENV]: '0' } }),
   },
   {
     key: 'translation',
@@ -247,6 +257,17 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
       for (const m of todo) rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, wallMs: [], ...(proc ? { cpuSeconds: [] } : {}) });
     }
     const irs = new Map<CpuRow, number[]>();
+    // One unmeasured warm-up transfer per row: the first session of a fresh Node process compiles
+    // its code paths (JIT), which is start-up, not a cost per byte (under callgrind it dominates).
+    const warmBytes = Math.max(1_000_000, Math.min(10_000_000, Math.floor(o.bytes / 4_000_000) * 1_000_000));
+    for (const row of rows.filter((r) => !r.absent)) {
+      const { kubeconfig } = running.get(row.key)!;
+      const env = relays.find((r) => r.key === row.key)!.env[row.measurement]!;
+      if (row.measurement === 'port-forward')
+        await withPortForward({ bin, kubeconfig, env, remotePort: zero.port, timeoutMs }, (port) => measureDownload(port, warmBytes, timeoutMs));
+      else await measureTransfer({ bin, kubeconfig, env, direction: row.measurement, bytes: warmBytes, timeoutMs });
+    }
+    log(`warm-up done (${warmBytes / 1e6} MB per row, not measured)`);
     for (let round = 1; round <= o.rounds; round++) {
       for (const m of measurements) {
         for (const row of rows.filter((r) => r.measurement === m && !r.absent)) {

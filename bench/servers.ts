@@ -24,6 +24,8 @@ export interface ServerOptions {
   nodeArgs?: string[];
   /** A command that runs `node` (e.g. `valgrind --tool=callgrind …`); the process id is then the wrapper's. */
   wrapper?: string[];
+  /** Extra environment for the process. */
+  env?: Record<string, string>;
 }
 
 /** bin/kube-stream-proxy.js, found from dist/bench/ (compiled) or bench/ (source). */
@@ -55,7 +57,7 @@ export function startNodeScript(script: string, args: string[], ready: RegExp, t
   if (options.wrapper) timeoutMs = Math.max(timeoutMs, 600_000); // valgrind starts node ~50× slower
   const argv = [process.execPath, ...(options.nodeArgs ?? []), script, ...args];
   const [cmd, ...rest] = [...(options.wrapper ?? []), ...argv];
-  const child = spawn(cmd!, rest, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(cmd!, rest, { stdio: ['ignore', 'pipe', 'pipe'], ...(options.env ? { env: { ...process.env, ...options.env } } : {}) });
   let output = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => fail(new Error(`no "${ready.source}" line within ${timeoutMs} ms`)), timeoutMs);

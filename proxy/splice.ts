@@ -31,7 +31,19 @@ export interface SpliceOptions {
    * limit and both ends are plain TCP sockets (default true).
    */
   native?: boolean;
+  /**
+   * Switch to the fast path once this many bytes (both directions) went through the JavaScript
+   * loop (default {@link NATIVE_SPLICE_AFTER_BYTES}; 0 = at once). Quiet sessions never switch, so
+   * they hold no thread, pipes or extra descriptors.
+   */
+  nativeAfterBytes?: number;
 }
+
+/**
+ * Bytes after which an upgraded connection moves to the splice(2) fast path, like HAProxy's
+ * splice-auto (splice only where data flows): an idle or interactive session stays in JavaScript.
+ */
+export const NATIVE_SPLICE_AFTER_BYTES = 1024 * 1024;
 
 /** Which side ended the connection first. */
 export type SpliceEnd = 'client' | 'upstream';
@@ -42,7 +54,7 @@ export interface Splice {
   readonly done: Promise<SpliceEnd>;
   /** Bytes copied so far, per direction. */
   readonly bytes: { readonly toUpstream: number; readonly toClient: number };
-  /** Which copy loop runs: the kernel's splice(2) (native addon) or Node streams. */
+  /** Which copy loop runs now: the kernel's splice(2) (native addon) or Node streams. */
   readonly mode: 'native' | 'js';
 }
 
@@ -70,11 +82,34 @@ function closeSocket(socket: Duplex): Promise<void> {
  * early frames) must have been written by the caller. Paused sockets are resumed.
  */
 export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceOptions): Splice {
-  const addon = options.maxBytesPerSec === 0 && options.native !== false ? loadNativeSplice() : undefined;
-  if (addon && spliceableFd(client) !== undefined && spliceableFd(upstream) !== undefined) return nativeSplice(addon, client as Socket, upstream as Socket);
-  const bytes = { toUpstream: 0, toClient: 0 };
+  const found = options.maxBytesPerSec === 0 && options.native !== false ? loadNativeSplice() : undefined;
+  const addon = found && spliceableFd(client) !== undefined && spliceableFd(upstream) !== undefined ? found : undefined;
+  const nativeAfter = options.nativeAfterBytes ?? NATIVE_SPLICE_AFTER_BYTES;
+  if (addon && nativeAfter <= 0) return nativeSplice(addon, client as Socket, upstream as Socket, { toUpstream: 0, toClient: 0 });
+  const counted = { toUpstream: 0, toClient: 0 };
+  let native: Splice | undefined;
+  const bytes = {
+    get toUpstream(): number {
+      return native ? native.bytes.toUpstream : counted.toUpstream;
+    },
+    get toClient(): number {
+      return native ? native.bytes.toClient : counted.toClient;
+    },
+  };
   let firstEnd: SpliceEnd | undefined;
+  let switching = false;
   const stops: Array<() => void> = [];
+  // Hand the sockets to the addon once enough bytes flowed, after this turn's writes were queued.
+  const maybeSwitch = (): void => {
+    if (!addon || switching || counted.toUpstream + counted.toClient < nativeAfter) return;
+    switching = true;
+    setImmediate(() => {
+      if (firstEnd !== undefined || spliceableFd(client) === undefined || spliceableFd(upstream) === undefined) return;
+      for (const stop of stops) stop();
+      native = nativeSplice(addon, client as Socket, upstream as Socket, counted);
+      void native.done.then(resolveDone);
+    });
+  };
 
   const direction = (src: Duplex, dst: Duplex, count: (n: number) => void, side: SpliceEnd): void => {
     let dstFull = false;
@@ -100,6 +135,7 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
         src.pause();
       }
       throttle?.account(chunk.length);
+      maybeSwitch();
     };
     const onDrain = (): void => {
       if (!dstFull) return;
@@ -127,15 +163,21 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
   const done = new Promise<SpliceEnd>((resolve) => (resolveDone = resolve));
 
   const finish = (side: SpliceEnd): void => {
-    if (firstEnd !== undefined) return;
+    if (firstEnd !== undefined || native) return; // after the switch the native splice owns the end
     firstEnd = side;
     for (const stop of stops) stop();
     void Promise.all([closeSocket(client), closeSocket(upstream)]).then(() => resolveDone(side));
   };
 
-  direction(client, upstream, (n) => (bytes.toUpstream += n), 'client');
-  direction(upstream, client, (n) => (bytes.toClient += n), 'upstream');
-  return { done, bytes, mode: 'js' };
+  direction(client, upstream, (n) => (counted.toUpstream += n), 'client');
+  direction(upstream, client, (n) => (counted.toClient += n), 'upstream');
+  return {
+    done,
+    bytes,
+    get mode() {
+      return native ? 'native' : 'js';
+    },
+  };
 }
 
 /** Node's TCP handle of a socket (internal, stable since Node 0.x). */
@@ -177,8 +219,8 @@ function takeBuffered(s: Socket): Buffer[] {
  * relays in the kernel until a side ends. The teardown rule is the same as the JavaScript path's:
  * when either direction ends, both sockets are closed (after the thread flushed its pipes).
  */
-function nativeSplice(addon: NativeSpliceAddon, client: Socket, upstream: Socket): Splice {
-  const moved = { toUpstream: 0, toClient: 0 };
+function nativeSplice(addon: NativeSpliceAddon, client: Socket, upstream: Socket, before: { toUpstream: number; toClient: number }): Splice {
+  const moved = { toUpstream: before.toUpstream, toClient: before.toClient };
   let handle: NativeSpliceHandle | undefined;
   let firstEnd: SpliceEnd | undefined;
   let closing = false;

@@ -3,7 +3,8 @@
  * real loopback TCP sockets: byte-exact both ways at once (including bytes Node had already
  * buffered before the switch and bytes written just before it), counted per direction, and
  * apiserver's teardown rule (either side's FIN or reset closes both). The same cases run on the
- * JavaScript path (`native: false`), so both copy loops are held to one behaviour. Skipped for the
+ * JavaScript path (`native: false`) and across the switch from JavaScript to splice(2) after
+ * NATIVE_SPLICE_AFTER_BYTES, so the copy loops are held to one behaviour. Skipped for the
  * native path when the addon is not built (`npm run build:native`).
  */
 import { createHash, randomBytes } from 'node:crypto';
@@ -66,8 +67,9 @@ async function until(cond: () => boolean): Promise<void> {
 
 const native = loadNativeSplice() !== undefined;
 const modes = [
-  { name: 'native (splice(2))', native: true, skip: !native },
-  { name: 'JavaScript', native: false, skip: false },
+  { name: 'native from the start (splice(2))', native: true, after: 0, skip: !native },
+  { name: 'JavaScript, then native after 1 MiB (the default)', native: true, after: undefined, skip: !native },
+  { name: 'JavaScript', native: false, after: undefined, skip: false },
 ];
 
 describe('native splice addon', () => {
@@ -90,8 +92,8 @@ for (const mode of modes) {
       // Bytes the proxy wrote just before (like the 101 head).
       const head = Buffer.from('HTTP/1.1 101 Switching Protocols\r\n\r\n');
       p.proxyClient.write(head);
-      const splice = spliceSockets(p.proxyClient, p.proxyUpstream, { maxBytesPerSec: 0, native: mode.native });
-      expect(splice.mode).toBe(mode.native ? 'native' : 'js');
+      const splice = spliceSockets(p.proxyClient, p.proxyUpstream, { maxBytesPerSec: 0, native: mode.native, ...(mode.after !== undefined ? { nativeAfterBytes: mode.after } : {}) });
+      expect(splice.mode).toBe(mode.native && mode.after === 0 ? 'native' : 'js');
       const atUpstream = collect(p.upstreamPeer);
       const atClient = collect(p.clientPeer);
       const up = randomBytes(6 * 1024 * 1024 + 17);
@@ -114,13 +116,15 @@ for (const mode of modes) {
       expect(sha(gotUp)).toBe(sha(Buffer.concat([earlyUp, up])));
       expect(gotDown.length).toBe(head.length + earlyDown.length + down.length);
       expect(sha(gotDown)).toBe(sha(Buffer.concat([head, earlyDown, down])));
-      expect(splice.bytes).toEqual({ toUpstream: earlyUp.length + up.length, toClient: earlyDown.length + down.length });
+      expect({ ...splice.bytes }).toEqual({ toUpstream: earlyUp.length + up.length, toClient: earlyDown.length + down.length });
+      // 15 MiB moved: the default threshold switched to splice(2) on the way.
+      expect(splice.mode).toBe(mode.native ? 'native' : 'js');
       expect(p.proxyClient.destroyed && p.proxyUpstream.destroyed).toBe(true);
     });
 
     it('delivers what the upstream sent before its FIN, then closes the client', async () => {
       const p = await pairs();
-      const splice = spliceSockets(p.proxyClient, p.proxyUpstream, { maxBytesPerSec: 0, native: mode.native });
+      const splice = spliceSockets(p.proxyClient, p.proxyUpstream, { maxBytesPerSec: 0, native: mode.native, ...(mode.after !== undefined ? { nativeAfterBytes: mode.after } : {}) });
       const atClient = collect(p.clientPeer);
       const tail = randomBytes(2 * 1024 * 1024);
       p.upstreamPeer.end(tail);
@@ -130,7 +134,7 @@ for (const mode of modes) {
 
     it('an upstream reset closes the client connection', async () => {
       const p = await pairs();
-      const splice = spliceSockets(p.proxyClient, p.proxyUpstream, { maxBytesPerSec: 0, native: mode.native });
+      const splice = spliceSockets(p.proxyClient, p.proxyUpstream, { maxBytesPerSec: 0, native: mode.native, ...(mode.after !== undefined ? { nativeAfterBytes: mode.after } : {}) });
       const clientClosed = collect(p.clientPeer);
       p.clientPeer.write('x');
       await until(() => splice.bytes.toUpstream === 1);
@@ -141,7 +145,7 @@ for (const mode of modes) {
 
     it('the proxy destroying a socket from outside ends the splice (no leaked connection)', async () => {
       const p = await pairs();
-      const splice = spliceSockets(p.proxyClient, p.proxyUpstream, { maxBytesPerSec: 0, native: mode.native });
+      const splice = spliceSockets(p.proxyClient, p.proxyUpstream, { maxBytesPerSec: 0, native: mode.native, ...(mode.after !== undefined ? { nativeAfterBytes: mode.after } : {}) });
       const upstreamClosed = collect(p.upstreamPeer);
       const clientClosed = collect(p.clientPeer);
       p.clientPeer.write('abc');
