@@ -152,7 +152,14 @@ static void *run(void *arg) {
       s->side = 2;
       break;
     }
-    /* POLLHUP/POLLERR: the next splice reports it. */
+    /* POLLHUP/POLLERR on a socket we read: the next splice reports it. On one we do not read (its
+       pipe is full), poll would return at once forever: the connection is gone, that side ended. */
+    for (int i = 0; i < 2 && s->side < 0; i++) {
+      if ((p[i].revents & (POLLHUP | POLLERR)) && !(p[i].events & POLLIN) && !(p[i].revents & POLLOUT)) {
+        s->side = i;
+        s->err = ECONNRESET;
+      }
+    }
   }
   if (s->side != 2 && !cancelled(s)) flush_all(s);
   for (int d = 0; d < 2; d++) {
