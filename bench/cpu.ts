@@ -259,7 +259,7 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
     const irs = new Map<CpuRow, number[]>();
     // One unmeasured warm-up transfer per row: the first session of a fresh Node process compiles
     // its code paths (JIT), which is start-up, not a cost per byte (under callgrind it dominates).
-    const warmBytes = Math.max(1_000_000, Math.min(10_000_000, Math.floor(o.bytes / 4_000_000) * 1_000_000));
+    const warmBytes = Math.max(1_000_000, Math.min(10_000_000, Math.floor(o.bytes / 30_000_000) * 1_000_000));
     for (const row of rows.filter((r) => !r.absent)) {
       const { kubeconfig } = running.get(row.key)!;
       const env = relays.find((r) => r.key === row.key)!.env[row.measurement]!;
