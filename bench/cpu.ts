@@ -14,7 +14,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeKubeconfig } from '../src/kubeconfig.js';
@@ -213,6 +213,12 @@ async function callgrindDump(proc: ServerProcess, outDir: string): Promise<numbe
   for (const f of fresh) {
     const m = /^(?:summary|totals):\s*(\d+)/m.exec(readFileSync(join(outDir, f), 'utf8'));
     if (m) total += Number(m[1]);
+    // KSP_CALLGRIND_KEEP=DIR keeps each dump there (for callgrind_annotate) instead of deleting it.
+    const keep = process.env.KSP_CALLGRIND_KEEP;
+    if (keep) {
+      mkdirSync(keep, { recursive: true });
+      copyFileSync(join(outDir, f), join(keep, f));
+    }
     rmSync(join(outDir, f), { force: true });
   }
   return total;
