@@ -14,8 +14,11 @@ COPY handlers ./handlers
 COPY proxy ./proxy
 COPY translator ./translator
 COPY bench ./bench
-# Native modules (install scripts skipped above), the TypeScript build, then drop dev dependencies.
-RUN npm rebuild && npm run build && npm prune --omit=dev
+COPY binding.gyp ./
+COPY native ./native
+# Native modules (install scripts skipped above), the optional splice(2) addon, the TypeScript
+# build, then drop dev dependencies.
+RUN npm rebuild && npm run build:native && npm run build && npm prune --omit=dev
 
 # Runtime stage: same Node major and Debian release as the build stage, so the native modules' glibc
 # matches (the slim image ships libatomic1, which Node 25 and later link against).
@@ -26,6 +29,7 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/build ./build
 # Non-root, numeric so `runAsNonRoot` can verify it (matches the Deployment's runAsUser).
 USER 10001:10001
 EXPOSE 8443

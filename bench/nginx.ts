@@ -5,28 +5,18 @@
  * the system's /etc/nginx), in the foreground as a child process.
  *
  * Debian's `nginx` package provides the binary. When it is missing the bench installs it with
- * `apt-get install -y nginx` (as root, where apt-get exists) or skips the path with a printed note.
+ * `apt-get install -y -o DPkg::Lock::Timeout=300 nginx` (as root, where apt-get exists) or skips the path with a printed note.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
+import { ensureDebianBinary, findBinary } from './debian-package.js';
 import type { ServerProcess } from './servers.js';
 
 /** The nginx binary on PATH or in /usr/sbin, or undefined. */
 export function findNginx(): string | undefined {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin'];
-  for (const dir of dirs) {
-    if (!dir) continue;
-    const candidate = join(dir, 'nginx');
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // next
-    }
-  }
-  return undefined;
+  return findBinary('nginx');
 }
 
 /**
@@ -34,25 +24,11 @@ export function findNginx(): string | undefined {
  * Returns `{ bin }` or `{ skip }` (why the nginx path cannot run).
  */
 export function ensureNginx(install: boolean, log: (line: string) => void = () => undefined): { bin: string } | { skip: string } {
-  const found = findNginx();
-  if (found) return { bin: found };
-  if (!install) return { skip: 'nginx is not installed (apt-get install -y nginx)' };
-  if (process.getuid?.() !== 0) return { skip: 'nginx is not installed and installing it needs root (apt-get install -y nginx)' };
-  const aptGet = spawnSync('sh', ['-c', 'command -v apt-get'], { encoding: 'utf8' });
-  if (aptGet.status !== 0) return { skip: 'nginx is not installed and there is no apt-get to install it' };
-  log('note: nginx is missing; installing Debian\'s "nginx" package (apt-get install -y nginx) …');
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const tryInstall = (): boolean => spawnSync('apt-get', ['install', '-y', '-qq', 'nginx'], { env, stdio: 'ignore', timeout: 300_000 }).status === 0;
-  if (!tryInstall()) {
-    spawnSync('apt-get', ['update', '-qq'], { env, stdio: 'ignore', timeout: 300_000 });
-    if (!tryInstall()) return { skip: 'nginx is not installed and apt-get install -y nginx failed' };
-  }
-  const bin = findNginx();
-  return bin ? { bin } : { skip: 'apt-get installed nginx but no nginx binary was found' };
+  return ensureDebianBinary('nginx', 'nginx', install, log);
 }
 
 /** A free loopback TCP port (bound, then released; nginx needs the number in its config). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
@@ -63,7 +39,7 @@ function freePort(): Promise<number> {
   });
 }
 
-function canConnect(port: number): Promise<boolean> {
+export function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = createConnection({ host: '127.0.0.1', port });
     s.once('connect', () => {

@@ -19,8 +19,17 @@
  *             only these paths (throughput and latency; default: all, nginx included for the throughput
  *             rows and as an extra latency row, installed with apt-get when missing or skipped with a note)
  *   --no-install  never install nginx: skip its rows with a note when it is missing
- *   --cpu-prof DIR  run each proxy process under `node --cpu-prof`, profiles in DIR/<path> (throughput only;
- *             summarise them with `node dist/bench/cpuprofile-top.js FILE`)
+ *   --cpu-prof DIR  run each proxy process under `node --cpu-prof`, profiles in DIR/<path> (throughput and
+ *             --cpu; summarise them with `node dist/bench/cpuprofile-top.js FILE`)
+ *   --cpu     run only the CPU-per-byte benchmark (bench/cpu.ts: every relay — the proxy's passthrough,
+ *             translation and tunnel, nginx, HAProxy, socat, the bare Node relay — × stdout, stdin,
+ *             port-forward; 300 MB, 3 interleaved rounds; with --quick 20 MB, 1 round) and print its
+ *             table; with --write replace the generated CPU section of docs/benchmarks.md. --runs is
+ *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,nginx,haproxy,
+ *             socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
+ *             the throughput table, with its own defaults (--no-cpu leaves it out).
+ *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
+ *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless)
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -30,6 +39,8 @@ import { FULL, PATHS, QUICK, pathsByKey, runBenchmarks, type BenchPath, type Mea
 import { IDLE_PATHS, idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
 import { LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
+import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
+import { loadavg } from 'node:os';
 import { machineInfo } from './machine.js';
 import { markdownReport, textTable } from './report.js';
 
@@ -63,6 +74,9 @@ async function main(): Promise<void> {
       paths: { type: 'string' },
       'no-install': { type: 'boolean', default: false },
       'cpu-prof': { type: 'string' },
+      cpu: { type: 'boolean', default: false },
+      'no-cpu': { type: 'boolean', default: false },
+      callgrind: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -101,6 +115,10 @@ async function main(): Promise<void> {
     console.log('\n' + latencyTextTable(rows));
     return;
   }
+  if (values.cpu) {
+    await cpuBench(values, pathKeys, install, values.runs, values.bytes, values.only);
+    return;
+  }
   const preset = values.quick ? QUICK : FULL;
   const runs = values.runs ? Number(values.runs) : preset.runs;
   const bytes = values.bytes ? Number(values.bytes) : preset.bytes;
@@ -124,6 +142,59 @@ async function main(): Promise<void> {
     const rest = old.includes(marker) ? old.slice(old.indexOf(marker)) : `${marker}\n`;
     writeFileSync(out, `# Benchmarks\n\n${markdownReport(rows, machine, commandLine, new Date())}\n${rest}`);
     console.log(`\nwrote ${out}`);
+  }
+  if (!values['no-cpu'] && !values.only && !values.paths) {
+    console.log('\nCPU per byte relayed (bench/cpu.ts):\n');
+    await cpuBench(values, undefined, install, undefined, undefined, undefined);
+  }
+}
+
+/** The `--cpu` benchmark (also the last part of the full run). */
+async function cpuBench(
+  values: { quick?: boolean; write?: boolean; callgrind?: boolean; 'cpu-prof'?: string },
+  pathKeys: string[] | undefined,
+  install: boolean,
+  runsText: string | undefined,
+  bytesText: string | undefined,
+  onlyText: string | undefined,
+): Promise<void> {
+  const preset = values.quick ? CPU_QUICK : CPU_FULL;
+  const rounds = runsText ? positiveInt('--runs', runsText) : preset.rounds;
+  const bytes = bytesText ? positiveInt('--bytes', bytesText) : preset.bytes;
+  const unknown = (pathKeys ?? []).filter((k) => !CPU_RELAYS.some((r) => r.key === k));
+  if (unknown.length > 0) throw new Error(`--cpu --paths: unknown relay(s) ${unknown.join(', ')}; known: ${CPU_RELAYS.map((r) => r.key).join(', ')}`);
+  const relays = pathKeys ? CPU_RELAYS.filter((r) => pathKeys.includes(r.key)) : CPU_RELAYS;
+  const measurements = onlyText?.split(',').map((m) => m.trim()) as CpuMeasurement[] | undefined;
+  const machine = machineInfo();
+  const load = loadavg().map((l) => l.toFixed(2)).join(', ');
+  console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${load}`);
+  console.log(`transfers of ${bytes / 1e6} MB, ${rounds} interleaved round(s)${values.callgrind ? ', Node relays under callgrind' : ''}\n`);
+  const cpuProfDir = values['cpu-prof'] ? resolve(values['cpu-prof']) : undefined;
+  const rows = await runCpuBenchmarks({
+    bytes,
+    rounds,
+    relays,
+    ...(measurements ? { measurements } : {}),
+    install,
+    ...(cpuProfDir ? { cpuProfDir } : {}),
+    callgrind: values.callgrind ?? false,
+    log: (l) => console.log(l),
+  });
+  const endLoad = loadavg().map((l) => l.toFixed(2)).join(', ');
+  console.log(`\nload average at the end: ${endLoad}\n`);
+  console.log(cpuTextTable(rows));
+  if (values.write) {
+    const commandLine = ['node', 'dist/bench/run.js', ...process.argv.slice(2)].join(' ');
+    const out = resolve(repoRoot(), 'docs', 'benchmarks.md');
+    const page = existsSync(out) ? readFileSync(out, 'utf8') : '# Benchmarks\n';
+    const section = cpuMarkdownSection(rows, {
+      machine: `${machine.nproc} CPUs (nproc), ${machine.cpuModel}, Node ${machine.nodeVersion}, ${machine.platform}`,
+      loadAverage: `${load} (1, 5, 15 min; at the end ${endLoad})`,
+      commandLine,
+      date: new Date(),
+    });
+    writeFileSync(out, replaceCpuSection(page, section));
+    console.log(`\nwrote the CPU section of ${out}`);
   }
 }
 

@@ -22,6 +22,10 @@ export interface ServerProcess {
 export interface ServerOptions {
   /** Arguments for `node` itself, before the script (e.g. `--cpu-prof`, `--cpu-prof-dir=…`). */
   nodeArgs?: string[];
+  /** A command that runs `node` (e.g. `valgrind --tool=callgrind …`); the process id is then the wrapper's. */
+  wrapper?: string[];
+  /** Extra environment for the process. */
+  env?: Record<string, string>;
 }
 
 /** bin/kube-stream-proxy.js, found from dist/bench/ (compiled) or bench/ (source). */
@@ -37,14 +41,30 @@ function cliPath(): string {
  * matching `ready` (e.g. "dev cluster listening on http://127.0.0.1:NNNN").
  */
 export function startCli(args: string[], ready: RegExp, timeoutMs = 30_000, options: ServerOptions = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), cliPath(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return startNodeScript(cliPath(), args, ready, timeoutMs, options);
+}
+
+/** The compiled bench script `name` (e.g. "bare-relay" → dist/bench/bare-relay.js). */
+export function benchScriptPath(name: string): string {
+  return join(dirname(cliPath()), '..', 'dist', 'bench', `${name}.js`);
+}
+
+/**
+ * Run `node <script> <args>` and resolve with the first `http(s)://…` URL printed on a line
+ * matching `ready`.
+ */
+export function startNodeScript(script: string, args: string[], ready: RegExp, timeoutMs = 30_000, options: ServerOptions = {}): Promise<ServerProcess> {
+  if (options.wrapper) timeoutMs = Math.max(timeoutMs, 600_000); // valgrind starts node ~50× slower
+  const argv = [process.execPath, ...(options.nodeArgs ?? []), script, ...args];
+  const [cmd, ...rest] = [...(options.wrapper ?? []), ...argv];
+  const child = spawn(cmd!, rest, { stdio: ['ignore', 'pipe', 'pipe'], ...(options.env ? { env: { ...process.env, ...options.env } } : {}) });
   let output = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => fail(new Error(`no "${ready.source}" line within ${timeoutMs} ms`)), timeoutMs);
     const fail = (err: Error): void => {
       clearTimeout(timer);
       child.kill('SIGKILL');
-      reject(new Error(`kube-stream-proxy ${args.join(' ')}: ${err.message}\n${output}`));
+      reject(new Error(`${script} ${args.join(' ')}: ${err.message}\n${output}`));
     };
     const onData = (c: Buffer): void => {
       output += c.toString();

@@ -4,8 +4,11 @@
  * teardown rule: when either direction ends (FIN, reset or error), both connections close.
  * There is no TCP half-close; SPDY and WebSocket carry their own (see docs/half-close.md).
  */
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { TLSSocket } from 'node:tls';
 import { ReadThrottle } from './bandwidth-limiter.js';
+import { NativeEnd, loadNativeSplice, type NativeSpliceAddon, type NativeSpliceHandle } from './splice-native.js';
 
 /**
  * How long a closing socket may take to flush what was already read from its peer before it is
@@ -23,7 +26,24 @@ export const MAX_QUEUED_BYTES = 1024 * 1024;
 export interface SpliceOptions {
   /** Per-direction limit in bytes per second; 0 = unlimited. */
   maxBytesPerSec: number;
+  /**
+   * Use the splice(2) fast path (proxy/splice-native.ts) when it is loaded, there is no bandwidth
+   * limit and both ends are plain TCP sockets (default true).
+   */
+  native?: boolean;
+  /**
+   * Switch to the fast path once this many bytes (both directions) went through the JavaScript
+   * loop (default {@link NATIVE_SPLICE_AFTER_BYTES}; 0 = at once). Quiet sessions never switch, so
+   * they hold no thread, pipes or extra descriptors.
+   */
+  nativeAfterBytes?: number;
 }
+
+/**
+ * Bytes after which an upgraded connection moves to the splice(2) fast path, like HAProxy's
+ * splice-auto (splice only where data flows): an idle or interactive session stays in JavaScript.
+ */
+export const NATIVE_SPLICE_AFTER_BYTES = 1024 * 1024;
 
 /** Which side ended the connection first. */
 export type SpliceEnd = 'client' | 'upstream';
@@ -34,6 +54,27 @@ export interface Splice {
   readonly done: Promise<SpliceEnd>;
   /** Bytes copied so far, per direction. */
   readonly bytes: { readonly toUpstream: number; readonly toClient: number };
+  /** Which copy loop runs now: the kernel's splice(2) (native addon) or Node streams. */
+  readonly mode: 'native' | 'js';
+}
+
+/**
+ * Close one side: flush what was already written to it, send FIN, then drop it (we no longer read
+ * from it, so we would never see its peer's FIN).
+ */
+function closeSocket(socket: Duplex): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (socket.destroyed) return resolve();
+    socket.once('close', () => resolve());
+    // Keep a listener so a late reset does not become an uncaught 'error'.
+    socket.on('error', () => {});
+    const deadline = setTimeout(() => socket.destroy(), FLUSH_DEADLINE_MS);
+    deadline.unref();
+    socket.end(() => {
+      clearTimeout(deadline);
+      socket.destroy();
+    });
+  });
 }
 
 /**
@@ -41,9 +82,34 @@ export interface Splice {
  * early frames) must have been written by the caller. Paused sockets are resumed.
  */
 export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceOptions): Splice {
-  const bytes = { toUpstream: 0, toClient: 0 };
+  const found = options.maxBytesPerSec === 0 && options.native !== false ? loadNativeSplice() : undefined;
+  const addon = found && spliceableFd(client) !== undefined && spliceableFd(upstream) !== undefined ? found : undefined;
+  const nativeAfter = options.nativeAfterBytes ?? NATIVE_SPLICE_AFTER_BYTES;
+  if (addon && nativeAfter <= 0) return nativeSplice(addon, client as Socket, upstream as Socket, { toUpstream: 0, toClient: 0 });
+  const counted = { toUpstream: 0, toClient: 0 };
+  let native: Splice | undefined;
+  const bytes = {
+    get toUpstream(): number {
+      return native ? native.bytes.toUpstream : counted.toUpstream;
+    },
+    get toClient(): number {
+      return native ? native.bytes.toClient : counted.toClient;
+    },
+  };
   let firstEnd: SpliceEnd | undefined;
+  let switching = false;
   const stops: Array<() => void> = [];
+  // Hand the sockets to the addon once enough bytes flowed, after this turn's writes were queued.
+  const maybeSwitch = (): void => {
+    if (!addon || switching || counted.toUpstream + counted.toClient < nativeAfter) return;
+    switching = true;
+    setImmediate(() => {
+      if (firstEnd !== undefined || spliceableFd(client) === undefined || spliceableFd(upstream) === undefined) return;
+      for (const stop of stops) stop();
+      native = nativeSplice(addon, client as Socket, upstream as Socket, counted);
+      void native.done.then(resolveDone);
+    });
+  };
 
   const direction = (src: Duplex, dst: Duplex, count: (n: number) => void, side: SpliceEnd): void => {
     let dstFull = false;
@@ -69,6 +135,7 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
         src.pause();
       }
       throttle?.account(chunk.length);
+      maybeSwitch();
     };
     const onDrain = (): void => {
       if (!dstFull) return;
@@ -95,30 +162,132 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
   let resolveDone!: (end: SpliceEnd) => void;
   const done = new Promise<SpliceEnd>((resolve) => (resolveDone = resolve));
 
-  const close = (socket: Duplex): Promise<void> =>
-    new Promise<void>((resolve) => {
-      if (socket.destroyed) return resolve();
-      socket.once('close', () => resolve());
-      // Keep a listener so a late reset does not become an uncaught 'error'.
-      socket.on('error', () => {});
-      const deadline = setTimeout(() => socket.destroy(), FLUSH_DEADLINE_MS);
-      deadline.unref();
-      // Flush what was already written to this socket, send FIN, then drop it: we no longer read
-      // from it, so we would never see its peer's FIN.
-      socket.end(() => {
-        clearTimeout(deadline);
-        socket.destroy();
-      });
-    });
-
   const finish = (side: SpliceEnd): void => {
-    if (firstEnd !== undefined) return;
+    if (firstEnd !== undefined || native) return; // after the switch the native splice owns the end
     firstEnd = side;
     for (const stop of stops) stop();
-    void Promise.all([close(client), close(upstream)]).then(() => resolveDone(side));
+    void Promise.all([closeSocket(client), closeSocket(upstream)]).then(() => resolveDone(side));
   };
 
-  direction(client, upstream, (n) => (bytes.toUpstream += n), 'client');
-  direction(upstream, client, (n) => (bytes.toClient += n), 'upstream');
-  return { done, bytes };
+  direction(client, upstream, (n) => (counted.toUpstream += n), 'client');
+  direction(upstream, client, (n) => (counted.toClient += n), 'upstream');
+  return {
+    done,
+    bytes,
+    get mode() {
+      return native ? 'native' : 'js';
+    },
+  };
+}
+
+/** Node's TCP handle of a socket (internal, stable since Node 0.x). */
+interface TcpHandle {
+  fd?: number;
+  reading?: boolean;
+  readStop?(): number;
+}
+
+/** The descriptor of a connected, plain (not TLS) TCP socket in both directions, else undefined. */
+function spliceableFd(s: Duplex): number | undefined {
+  if (!(s instanceof Socket) || s instanceof TLSSocket || s.connecting || s.destroyed || !s.readable || !s.writable) return undefined;
+  if (s.readableEnded || s.writableEnded) return undefined;
+  const h = (s as unknown as { _handle?: TcpHandle })._handle;
+  return typeof h?.fd === 'number' && h.fd >= 0 && typeof h.readStop === 'function' ? h.fd : undefined;
+}
+
+/** Keep Node from reading `s` from now on (the native thread reads its descriptor instead). */
+function stopNodeReading(s: Socket): void {
+  // A pending maybeReadMore or a read() would call _read and start libuv reading again.
+  (s as unknown as { _read: () => void })._read = () => {};
+  const h = (s as unknown as { _handle?: TcpHandle })._handle;
+  if (h?.reading) {
+    h.reading = false;
+    h.readStop?.();
+  }
+}
+
+/** Whatever Node had already read from `s` into its stream buffer. */
+function takeBuffered(s: Socket): Buffer[] {
+  const chunks: Buffer[] = [];
+  for (let c = s.read() as Buffer | null; c !== null; c = s.read() as Buffer | null) chunks.push(c);
+  return chunks;
+}
+
+/**
+ * The splice(2) fast path: Node stops reading both sockets, hands over what it had buffered, waits
+ * until everything written so far (the 101 head, those bytes) has left, then the addon's thread
+ * relays in the kernel until a side ends. The teardown rule is the same as the JavaScript path's:
+ * when either direction ends, both sockets are closed (after the thread flushed its pipes).
+ */
+function nativeSplice(addon: NativeSpliceAddon, client: Socket, upstream: Socket, before: { toUpstream: number; toClient: number }): Splice {
+  const moved = { toUpstream: before.toUpstream, toClient: before.toClient };
+  let handle: NativeSpliceHandle | undefined;
+  let firstEnd: SpliceEnd | undefined;
+  let closing = false;
+  let resolveDone!: (end: SpliceEnd) => void;
+  const done = new Promise<SpliceEnd>((resolve) => (resolveDone = resolve));
+  const bytes = {
+    get toUpstream(): number {
+      return moved.toUpstream + (handle ? addon.bytes(handle)[0] : 0);
+    },
+    get toClient(): number {
+      return moved.toClient + (handle ? addon.bytes(handle)[1] : 0);
+    },
+  };
+
+  const closeBoth = (): void => {
+    if (closing) return;
+    closing = true;
+    for (const [s, l] of listeners) for (const [ev, f] of l) s.off(ev, f);
+    void Promise.all([closeSocket(client), closeSocket(upstream)]).then(() => resolveDone(firstEnd ?? 'client'));
+  };
+  const end = (side: SpliceEnd): void => {
+    if (firstEnd !== undefined) return;
+    firstEnd = side;
+    if (handle) addon.stop(handle); // closeBoth once the thread has ended (onEnd)
+    else closeBoth();
+  };
+  const listeners = new Map<Socket, Array<[string, () => void]>>();
+  for (const [s, side] of [[client, 'client'], [upstream, 'upstream']] as const) {
+    const f = (): void => end(side);
+    const l: Array<[string, () => void]> = [['end', f], ['close', f], ['error', f]];
+    for (const [ev, g] of l) s.on(ev, g);
+    listeners.set(s, l);
+  }
+
+  client.pause();
+  upstream.pause();
+  stopNodeReading(client);
+  stopNodeReading(upstream);
+  const toUpstream = takeBuffered(client);
+  const toClient = takeBuffered(upstream);
+  let pending = 2;
+  const flushed = (): void => {
+    if (--pending > 0) return;
+    if (firstEnd !== undefined || client.destroyed || upstream.destroyed) {
+      if (firstEnd === undefined) end(client.destroyed ? 'client' : 'upstream');
+      return;
+    }
+    const fds = [spliceableFd(client), spliceableFd(upstream)];
+    if (fds[0] === undefined || fds[1] === undefined) return end(fds[0] === undefined ? 'client' : 'upstream');
+    handle = addon.start(fds[0], fds[1], (side, up, down) => {
+      moved.toUpstream += up;
+      moved.toClient += down;
+      handle = undefined;
+      if (firstEnd === undefined) firstEnd = side === NativeEnd.Upstream ? 'upstream' : 'client';
+      closeBoth();
+    });
+  };
+  // The write callbacks run once Node handed these bytes (and everything before them) to the kernel.
+  for (const [dst, chunks, count] of [
+    [upstream, toUpstream, (n: number) => (moved.toUpstream += n)],
+    [client, toClient, (n: number) => (moved.toClient += n)],
+  ] as const) {
+    for (const c of chunks) {
+      count(c.length);
+      dst.write(c);
+    }
+    dst.write(Buffer.alloc(0), flushed);
+  }
+  return { done, bytes, mode: 'native' };
 }

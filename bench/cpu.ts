@@ -1,0 +1,397 @@
+/**
+ * CPU cost per byte relayed (`npm run bench -- --cpu`): kubectl 1.33 moves N bytes of exec stdout,
+ * exec stdin and port-forward through each relay in front of one dev cluster, and the relay's CPU
+ * (utime+stime of its process tree from /proc, bench/proc-cpu.ts) is taken around each transfer.
+ * Rounds are interleaved (round 1 runs every relay once, then round 2 …), so a burst of load on the
+ * shared machine hits every relay alike. Relays: the proxy's passthrough, translation and port-forward
+ * tunnel (the passthrough twice: with the splice(2) addon where it is built, and with the JavaScript
+ * copy loop it falls back to), nginx (1 worker), HAProxy (HTTP mode, splice-auto), socat and the
+ * bare Node relay.
+ *
+ * With `callgrind` the Node relays (the proxy and the bare relay) run under valgrind's callgrind and
+ * each transfer's instruction count (Ir, user space) is read with callgrind_control: unlike CPU
+ * seconds it does not depend on the machine's load, so it is what an optimization is judged by.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { writeKubeconfig } from '../src/kubeconfig.js';
+import { FORCE_SPDY_ENV, findKubectl } from '../test/helpers/kubectl.js';
+import { ensureDebianBinary } from './debian-package.js';
+import { CLIENT } from './harness.js';
+import { measureTransfer } from './kubectl-throughput.js';
+import { startNginx } from './nginx.js';
+import { measureDownload, startZeroServer, withPortForward } from './port-forward-throughput.js';
+import { NATIVE_SPLICE_ENV } from '../proxy/splice-native.js';
+import { sampleTreeCpu, settleTree } from './proc-cpu.js';
+import { startBareRelay, startHaproxy, startSocat } from './relays.js';
+import { startDevClusterProcess, startProxyProcess, type ServerOptions, type ServerProcess } from './servers.js';
+
+/** What a CPU row measures. */
+export type CpuMeasurement = 'stdout' | 'stdin' | 'port-forward';
+export const CPU_MEASUREMENTS: CpuMeasurement[] = ['stdout', 'stdin', 'port-forward'];
+
+/** What a relay is started with. */
+export interface RelayStartContext {
+  /** The dev cluster's URL (the upstream of every relay). */
+  upstream: string;
+  /** A private temp folder. */
+  workDir: string;
+  /** Options for a Node relay's process (`--cpu-prof`, a valgrind wrapper). */
+  node: ServerOptions;
+}
+
+/** One relay between kubectl and the dev cluster. */
+export interface CpuRelay {
+  /** Short name for `--paths`. */
+  key: string;
+  /** Row label. */
+  name: string;
+  /** kubectl environment per measurement (protocol selection). */
+  env: Partial<Record<CpuMeasurement, Record<string, string>>>;
+  /** True for relays written in Node (they run under callgrind with `callgrind`). */
+  node: boolean;
+  /** Why the relay cannot run (with the install command), or undefined. */
+  prepare?(install: boolean, log: (line: string) => void): string | undefined;
+  /** Start it in front of the dev cluster; undefined for the direct path (no relay). */
+  start(ctx: RelayStartContext): Promise<ServerProcess | undefined>;
+}
+
+const GATES_OFF = 'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false';
+const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
+const SPDY_ALL = { stdout: { ...FORCE_SPDY_ENV }, stdin: { ...FORCE_SPDY_ENV }, 'port-forward': { ...FORCE_SPDY_ENV } };
+
+/** A relay found on the machine (Debian package), started by `start(bin, ctx)`. */
+function debianRelay(key: string, name: string, pkg: string, binName: string, start: (bin: string, ctx: RelayStartContext) => Promise<ServerProcess>): CpuRelay {
+  let bin: string | undefined;
+  return {
+    key,
+    name,
+    env: SPDY_ALL,
+    node: false,
+    prepare(install, log) {
+      const found = ensureDebianBinary(pkg, binName, install, log);
+      if ('skip' in found) return found.skip;
+      bin = found.bin;
+      return undefined;
+    },
+    start: (ctx) => {
+      if (!bin) throw new Error(`${name}: prepare() first`);
+      return start(bin, ctx);
+    },
+  };
+}
+
+/** Every relay of the CPU table, in row order; `direct` is the baseline of the wall ratio. */
+export const CPU_RELAYS: CpuRelay[] = [
+  { key: 'direct', name: 'direct (dev cluster, SPDY)', env: SPDY_ALL, node: false, start: async () => undefined },
+  {
+    key: 'passthrough',
+    name: 'proxy passthrough (SPDY)',
+    env: SPDY_ALL,
+    node: true,
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_OFF], ctx.node),
+  },
+  {
+    key: 'passthrough-js',
+    name: 'proxy passthrough (SPDY), JS copy loop (KSP_NATIVE_SPLICE=0)',
+    env: SPDY_ALL,
+    node: true,
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_OFF], { ...ctx.node, env: { [NATIVE_SPLICE_ENV]: '0' } }),
+  },
+  {
+    key: 'translation',
+    name: 'proxy translation (WS v5 → SPDY)',
+    env: { stdout: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' }, stdin: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' } },
+    node: true,
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], ctx.node),
+  },
+  {
+    key: 'tunnel',
+    name: 'proxy port-forward tunnel (WS → SPDY)',
+    env: { 'port-forward': { KUBECTL_PORT_FORWARD_WEBSOCKETS: 'true' } },
+    node: true,
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], ctx.node),
+  },
+  debianRelay('nginx', 'nginx 1 worker, upgrade passthrough', 'nginx', 'nginx', (bin, ctx) => startNginx(bin, ctx.upstream, join(ctx.workDir, 'nginx'))),
+  debianRelay('haproxy', 'HAProxy HTTP mode, splice-auto', 'haproxy', 'haproxy', (bin, ctx) => startHaproxy(bin, ctx.upstream, join(ctx.workDir, 'haproxy'))),
+  debianRelay('socat', 'socat (read/write)', 'socat', 'socat', (bin, ctx) => startSocat(bin, ctx.upstream)),
+  { key: 'bare', name: 'bare Node relay (net + pipe())', env: SPDY_ALL, node: true, start: (ctx) => startBareRelay(ctx.upstream, ctx.node) },
+];
+
+/** The relay the proxy's CPU targets are relative to. */
+export const BARE_RELAY_KEY = 'bare';
+
+/** Options of {@link runCpuBenchmarks}. */
+export interface CpuBenchOptions {
+  /** Bytes per transfer (full: 300 MB; quick: 20 MB). */
+  bytes: number;
+  /** Interleaved rounds (full: 3; quick: 1). */
+  rounds: number;
+  /** Only these relays (keys); default all. */
+  relays?: CpuRelay[];
+  /** Only these measurements; default all. */
+  measurements?: CpuMeasurement[];
+  /** Install nginx/HAProxy/socat when missing (default false: their rows are marked absent). */
+  install?: boolean;
+  /** `node --cpu-prof` for the Node relays, profiles under DIR/<key>/. */
+  cpuProfDir?: string;
+  /** Run the Node relays under callgrind and count instructions per transfer. */
+  callgrind?: boolean;
+  log?: (line: string) => void;
+}
+
+export const CPU_QUICK: Pick<CpuBenchOptions, 'bytes' | 'rounds'> = { bytes: 20_000_000, rounds: 1 };
+export const CPU_FULL: Pick<CpuBenchOptions, 'bytes' | 'rounds'> = { bytes: 300_000_000, rounds: 3 };
+
+/** One (relay, measurement) row. */
+export interface CpuRow {
+  relay: string;
+  key: string;
+  measurement: CpuMeasurement;
+  bytes: number;
+  /** Why the row was not measured (the relay is missing: its install command). */
+  absent?: string;
+  /** Wall time of each round, ms. */
+  wallMs: number[];
+  /** Relay CPU seconds of each round (undefined for the direct path). */
+  cpuSeconds?: number[];
+  /** Median relay CPU-s per GB (10^9 bytes). */
+  cpuPerGB?: number;
+  /** Median instructions (Ir) per MB of the relay process under callgrind. */
+  irPerMB?: number;
+  /** Median throughput ÷ the direct path's, same measurement, same run. */
+  wallRatio?: number;
+  /** cpuPerGB ÷ the bare Node relay's, same measurement, same run. */
+  cpuRatioToBare?: number;
+}
+
+/** Median of a non-empty list. */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/**
+ * Send a callgrind_control command to `proc` and wait for it to be carried out. valgrind reads its
+ * command file only while the client runs, so a relay idle in epoll is woken with a TCP connection
+ * to its listening port (opened and closed) until the command returns.
+ */
+async function callgrindCommand(proc: ServerProcess, command: '--zero' | '--dump'): Promise<void> {
+  const child = spawn('callgrind_control', [command, String(proc.pid)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  let done = false;
+  void exited.then(() => (done = true));
+  const { hostname, port } = new URL(proc.url);
+  const deadline = Date.now() + 300_000;
+  while (!done && Date.now() < deadline) {
+    await new Promise<void>((resolve) => {
+      const s = connect({ host: hostname, port: Number(port) }, () => s.end());
+      s.on('error', () => resolve());
+      s.on('close', () => resolve());
+    });
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 200))]);
+  }
+  if (!done) child.kill('SIGKILL');
+  const code = await exited;
+  if (code !== 0 || !/OK/.test(output)) throw new Error(`callgrind_control ${command} ${proc.pid}: exit ${code}: ${output}`);
+}
+
+/** callgrind's instruction count (Ir) of `proc` since its last zeroing, read from a fresh dump. */
+async function callgrindDump(proc: ServerProcess, outDir: string): Promise<number> {
+  const before = new Set(readdirSync(outDir));
+  await callgrindCommand(proc, '--dump');
+  const fresh = readdirSync(outDir).filter((f) => !before.has(f) && f.includes(`.${proc.pid}.`));
+  if (fresh.length === 0) throw new Error(`callgrind_control --dump ${proc.pid} wrote no file in ${outDir} (it holds: ${readdirSync(outDir).join(", ")})`);
+  let total = 0;
+  for (const f of fresh) {
+    const m = /^(?:summary|totals):\s*(\d+)/m.exec(readFileSync(join(outDir, f), 'utf8'));
+    if (m) total += Number(m[1]);
+    // KSP_CALLGRIND_KEEP=DIR keeps each dump there (for callgrind_annotate) instead of deleting it.
+    const keep = process.env.KSP_CALLGRIND_KEEP;
+    if (keep) {
+      mkdirSync(keep, { recursive: true });
+      copyFileSync(join(outDir, f), join(keep, f));
+    }
+    rmSync(join(outDir, f), { force: true });
+  }
+  return total;
+}
+
+/** Run the CPU benchmark: every relay × measurement, `rounds` interleaved rounds. */
+export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
+  const log = o.log ?? (() => {});
+  const relays = o.relays ?? CPU_RELAYS;
+  const measurements = o.measurements ?? CPU_MEASUREMENTS;
+  const timeoutMs = Math.max(60_000, (o.bytes / 2_000_000) * 1000) * (o.callgrind ? 20 : 1);
+  const bin = findKubectl(CLIENT.version);
+  const work = mkdtempSync(join(tmpdir(), 'ksp-bench-cpu-'));
+  const cgDir = join(work, 'callgrind');
+  if (o.callgrind) {
+    mkdirSync(cgDir, { recursive: true });
+    if (spawnSync('sh', ['-c', 'command -v valgrind && command -v callgrind_control']).status !== 0)
+      throw new Error(`--callgrind needs valgrind (apt-get install -y -o DPkg::Lock::Timeout=300 valgrind)`);
+  }
+  const rows: CpuRow[] = [];
+  const running = new Map<string, { proc: ServerProcess | undefined; kubeconfig: string }>();
+  const zero = await startZeroServer();
+  const cluster = await startDevClusterProcess();
+  try {
+    for (const relay of relays) {
+      const todo = measurements.filter((m) => relay.env[m]);
+      if (todo.length === 0) continue;
+      const skip = relay.prepare?.(o.install ?? false, log);
+      if (skip !== undefined) {
+        log(`note: "${relay.name}" is absent: ${skip}`);
+        for (const m of todo) rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, absent: skip, wallMs: [] });
+        continue;
+      }
+      const node: ServerOptions = {};
+      if (o.cpuProfDir && relay.node) node.nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(o.cpuProfDir, relay.key)}`];
+      if (o.callgrind && relay.node)
+        node.wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${join(cgDir, `cg.${relay.key}.%p`)}`];
+      const proc = await relay.start({ upstream: cluster.url, workDir: join(work, relay.key), node });
+      const kubeconfig = join(work, `kubeconfig-${relay.key}`);
+      writeKubeconfig(kubeconfig, { server: proc?.url ?? cluster.url, name: relay.key });
+      running.set(relay.key, { proc, kubeconfig });
+      for (const m of todo) rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, wallMs: [], ...(proc ? { cpuSeconds: [] } : {}) });
+    }
+    const irs = new Map<CpuRow, number[]>();
+    // One unmeasured warm-up transfer per row: the first session of a fresh Node process compiles
+    // its code paths (JIT), which is start-up, not a cost per byte (under callgrind it dominates).
+    const warmBytes = Math.max(1_000_000, Math.min(10_000_000, Math.floor(o.bytes / 30_000_000) * 1_000_000));
+    for (const row of rows.filter((r) => !r.absent)) {
+      const { kubeconfig } = running.get(row.key)!;
+      const env = relays.find((r) => r.key === row.key)!.env[row.measurement]!;
+      if (row.measurement === 'port-forward')
+        await withPortForward({ bin, kubeconfig, env, remotePort: zero.port, timeoutMs }, (port) => measureDownload(port, warmBytes, timeoutMs));
+      else await measureTransfer({ bin, kubeconfig, env, direction: row.measurement, bytes: warmBytes, timeoutMs });
+    }
+    log(`warm-up done (${warmBytes / 1e6} MB per row, not measured)`);
+    for (let round = 1; round <= o.rounds; round++) {
+      for (const m of measurements) {
+        for (const row of rows.filter((r) => r.measurement === m && !r.absent)) {
+          const relay = relays.find((r) => r.key === row.key)!;
+          const { proc, kubeconfig } = running.get(row.key)!;
+          const env = relay.env[m]!;
+          const useCg = o.callgrind === true && relay.node && proc !== undefined;
+          let before: ReturnType<typeof sampleTreeCpu> | undefined;
+          const begin = async (): Promise<void> => {
+            if (useCg) await callgrindCommand(proc, '--zero');
+            if (proc) before = sampleTreeCpu(proc.pid);
+          };
+          let ms: number;
+          if (m === 'port-forward') {
+            ms = await withPortForward({ bin, kubeconfig, env, remotePort: zero.port, timeoutMs }, async (port) => {
+              await begin();
+              return measureDownload(port, o.bytes, timeoutMs);
+            });
+          } else {
+            await begin();
+            ms = (await measureTransfer({ bin, kubeconfig, env, direction: m, bytes: o.bytes, timeoutMs })).wallMs;
+          }
+          // For port-forward the forward's teardown is counted too (small, and every relay pays it).
+          let cpu: number | undefined;
+          if (proc && before) cpu = (await settleTree(proc.pid, before)).seconds - before.seconds;
+          if (useCg) {
+            const list = irs.get(row) ?? [];
+            list.push(await callgrindDump(proc, cgDir));
+            irs.set(row, list);
+          }
+          row.wallMs.push(ms);
+          if (cpu !== undefined) row.cpuSeconds!.push(cpu);
+          const perGB = cpu === undefined ? '' : `, relay ${(cpu / (o.bytes / 1e9)).toFixed(2)} CPU-s/GB`;
+          log(`round ${round}/${o.rounds} ${row.relay} ${m}: ${(o.bytes / 1e6 / (ms / 1000)).toFixed(1)} MB/s${perGB}`);
+        }
+      }
+    }
+    for (const [row, list] of irs) row.irPerMB = median(list) / (o.bytes / 1e6);
+  } finally {
+    for (const { proc } of running.values()) await proc?.close();
+    await cluster.close();
+    await zero.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+  for (const row of rows) {
+    if (row.absent) continue;
+    if (row.cpuSeconds && row.cpuSeconds.length > 0) row.cpuPerGB = median(row.cpuSeconds) / (row.bytes / 1e9);
+    const direct = rows.find((r) => r.key === 'direct' && r.measurement === row.measurement && r.wallMs.length > 0);
+    if (direct) row.wallRatio = median(direct.wallMs) / median(row.wallMs);
+  }
+  for (const row of rows) {
+    const bare = rows.find((r) => r.key === BARE_RELAY_KEY && r.measurement === row.measurement);
+    if (row.cpuPerGB !== undefined && bare?.cpuPerGB) row.cpuRatioToBare = row.cpuPerGB / bare.cpuPerGB;
+  }
+  return rows;
+}
+
+const HEAD = ['relay', 'measurement', 'amount', 'rounds', 'CPU-s per GB', '× bare relay CPU', '× direct (wall)', 'relay CPU-s (each round)', 'wall ms (each round)'];
+
+function cells(r: CpuRow, withIr: boolean): string[] {
+  const c = [
+    r.relay,
+    r.measurement,
+    `${r.bytes / 1e6} MB`,
+    String(r.wallMs.length),
+    r.absent ? 'absent' : r.cpuPerGB === undefined ? '–' : r.cpuPerGB.toFixed(2),
+    r.cpuRatioToBare === undefined ? '' : r.cpuRatioToBare.toFixed(2),
+    r.wallRatio === undefined ? '' : r.wallRatio.toFixed(2),
+    r.absent ? r.absent : (r.cpuSeconds ?? []).map((s) => s.toFixed(2)).join(', '),
+    r.wallMs.map((ms) => ms.toFixed(0)).join(', '),
+  ];
+  if (withIr) c.push(r.irPerMB === undefined ? '' : (r.irPerMB / 1e6).toFixed(2));
+  return c;
+}
+
+function head(rows: CpuRow[]): { head: string[]; withIr: boolean } {
+  const withIr = rows.some((r) => r.irPerMB !== undefined);
+  return { head: withIr ? [...HEAD, 'M instructions per MB (callgrind)'] : HEAD, withIr };
+}
+
+/** Fixed-width text table of the CPU rows. */
+export function cpuTextTable(rows: CpuRow[]): string {
+  const { head: h, withIr } = head(rows);
+  const all = [h, ...rows.map((r) => cells(r, withIr))];
+  const widths = h.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
+  const line = (r: string[]): string => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
+  return [line(h), widths.map((w) => '-'.repeat(w)).join('  '), ...all.slice(1).map(line)].join('\n');
+}
+
+/** Start and end markers of the generated CPU section in docs/benchmarks.md. */
+export const CPU_BEGIN = '<!-- begin generated cpu table -->';
+export const CPU_END = '<!-- end generated cpu table -->';
+
+/** The generated CPU section of docs/benchmarks.md (between {@link CPU_BEGIN} and {@link CPU_END}). */
+export function cpuMarkdownSection(rows: CpuRow[], o: { machine: string; loadAverage: string; commandLine: string; date: Date }): string {
+  const { head: h, withIr } = head(rows);
+  const table = [
+    `| ${h.join(' | ')} |`,
+    `|${h.map((_, i) => (i >= 2 && i <= 6 ? '---:' : i === 9 ? '---:' : '---')).join('|')}|`,
+    ...rows.map((r) => `| ${cells(r, withIr).join(' | ')} |`),
+  ].join('\n');
+  return `${CPU_BEGIN}
+Generated by \`${o.commandLine}\` on ${o.date.toISOString()}; machine: ${o.machine}; load average
+at the start: ${o.loadAverage}.
+
+${table}
+${CPU_END}`;
+}
+
+/** Replace the generated CPU section of `page` (or append it when the page has none). */
+export function replaceCpuSection(page: string, section: string): string {
+  const a = page.indexOf(CPU_BEGIN);
+  const b = page.indexOf(CPU_END);
+  if (a >= 0 && b > a) return page.slice(0, a) + section + page.slice(b + CPU_END.length);
+  return `${page.trimEnd()}\n\n${section}\n`;
+}
+
+/** The file exists and has a generated CPU section. */
+export function hasCpuSection(path: string): boolean {
+  return existsSync(path) && readFileSync(path, 'utf8').includes(CPU_BEGIN);
+}

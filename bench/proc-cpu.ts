@@ -1,0 +1,98 @@
+/**
+ * CPU time of a process tree from /proc: utime+stime of a process and of every live descendant, plus
+ * the cutime+cstime each of them has collected from children it reaped (socat's forked relays), in
+ * seconds. /proc/PID/stat sums all of a process's threads, so threads are counted once.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+
+let clockTicks: number | undefined;
+
+/** Clock ticks per second of /proc's times (`getconf CLK_TCK`, 100 on Linux). */
+export function clockTicksPerSecond(): number {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+/** The fields of /proc/PID/stat this module reads. */
+export interface ProcStat {
+  pid: number;
+  ppid: number;
+  /** utime + stime + cutime + cstime, in clock ticks. */
+  ticks: number;
+}
+
+/** Parse one /proc/PID/stat line (the command name may hold spaces and parentheses). */
+export function parseProcStat(line: string): ProcStat {
+  const open = line.indexOf('(');
+  const close = line.lastIndexOf(')');
+  if (open < 0 || close < open) throw new Error(`not a /proc/PID/stat line: ${line.slice(0, 80)}`);
+  const f = line.slice(close + 2).trim().split(/\s+/); // f[0] is field 3 (state)
+  const n = (i: number): number => Number(f[i - 3]);
+  return { pid: Number(line.slice(0, open).trim()), ppid: n(4), ticks: n(14) + n(15) + n(16) + n(17) };
+}
+
+function readStat(pid: number): ProcStat | undefined {
+  try {
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return undefined; // gone
+  }
+}
+
+/** A process and its live descendants at one moment. */
+export interface TreeSample {
+  /** Total CPU seconds (see the module comment). */
+  seconds: number;
+  /** The pids counted, root first. */
+  pids: number[];
+}
+
+/** Sample the CPU time of `root` and its live descendants. */
+export function sampleTreeCpu(root: number): TreeSample {
+  const stats = new Map<number, ProcStat>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const s = readStat(Number(name));
+    if (s) stats.set(s.pid, s);
+  }
+  const rootStat = stats.get(root) ?? readStat(root);
+  if (!rootStat) throw new Error(`process ${root} is gone`);
+  const children = new Map<number, number[]>();
+  for (const s of stats.values()) {
+    const list = children.get(s.ppid);
+    if (list) list.push(s.pid);
+    else children.set(s.ppid, [s.pid]);
+  }
+  const pids: number[] = [];
+  let ticks = 0;
+  const todo = [root];
+  while (todo.length > 0) {
+    const pid = todo.pop()!;
+    const s = pid === root ? rootStat : stats.get(pid);
+    if (!s) continue;
+    pids.push(pid);
+    ticks += s.ticks;
+    todo.push(...(children.get(pid) ?? []));
+  }
+  return { seconds: ticks / clockTicksPerSecond(), pids };
+}
+
+/**
+ * Wait (up to `timeoutMs`) until no descendant of `root` is alive that was not in `before`, so
+ * that a per-connection child (socat's fork) has exited and been reaped into its parent's cutime.
+ */
+export async function settleTree(root: number, before: TreeSample, timeoutMs = 3_000): Promise<TreeSample> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const now = sampleTreeCpu(root);
+    if (now.pids.every((p) => before.pids.includes(p)) || Date.now() > deadline) return now;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,10 @@
+{
+  "targets": [
+    {
+      "target_name": "ksp_splice",
+      "sources": ["native/splice.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra"],
+      "conditions": [["OS!='linux'", {"type": "none"}]]
+    }
+  ]
+}

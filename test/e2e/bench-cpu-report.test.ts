@@ -1,0 +1,80 @@
+/**
+ * The CPU benchmark's pieces that need no cluster: /proc/PID/stat parsing, the process-tree CPU
+ * sample (a busy child's CPU is counted in its parent's tree, live or reaped), and the generated section of
+ * docs/benchmarks.md (rendered, replaced in place, appended when missing).
+ */
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { CPU_BEGIN, CPU_END, cpuMarkdownSection, cpuTextTable, replaceCpuSection, type CpuRow } from '../../bench/cpu.js';
+import { parseProcStat, sampleTreeCpu } from '../../bench/proc-cpu.js';
+
+const rows: CpuRow[] = [
+  { relay: 'direct (dev cluster, SPDY)', key: 'direct', measurement: 'stdout', bytes: 300_000_000, wallMs: [1000, 1200, 1100], wallRatio: 1 },
+  {
+    relay: 'bare Node relay (net + pipe())',
+    key: 'bare',
+    measurement: 'stdout',
+    bytes: 300_000_000,
+    wallMs: [1500, 1400, 1600],
+    cpuSeconds: [0.2, 0.21, 0.19],
+    cpuPerGB: 0.6667,
+    cpuRatioToBare: 1,
+    wallRatio: 0.733,
+  },
+  { relay: 'socat (read/write)', key: 'socat', measurement: 'stdout', bytes: 300_000_000, wallMs: [], absent: 'socat is not installed (apt-get install -y -o DPkg::Lock::Timeout=300 socat)' },
+];
+
+describe('bench --cpu pieces', () => {
+  it('parses /proc/PID/stat with a command name holding spaces and parentheses', () => {
+    const line = '1234 (a (b) c) S 77 1234 1234 0 -1 4194304 1 0 0 0 150 25 7 3 20 0 1 0 100 1000 10 0';
+    expect(parseProcStat(line)).toEqual({ pid: 1234, ppid: 77, ticks: 150 + 25 + 7 + 3 });
+  });
+
+  /** Poll the tree of `root` until `ok(sample)` or 30 s. */
+  async function waitForTree(root: number, ok: (s: ReturnType<typeof sampleTreeCpu>) => boolean): Promise<ReturnType<typeof sampleTreeCpu>> {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const s = sampleTreeCpu(root);
+      if (ok(s) || Date.now() > deadline) return s;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  // Spins until it has used 300 ms of CPU itself (not wall time: the machine may be busy).
+  const SPIN = `"${process.execPath}" -e "while (process.cpuUsage().user < 300000);"`;
+
+  it('counts a live busy child in its parent tree', async () => {
+    const sh = spawn('sh', ['-c', `${SPIN} && sleep 5 && true`], { stdio: 'ignore' });
+    try {
+      const s = await waitForTree(sh.pid!, (t) => t.seconds >= 0.2);
+      expect(s.seconds).toBeGreaterThanOrEqual(0.2);
+    } finally {
+      sh.kill('SIGKILL');
+    }
+  }, 40_000);
+
+  it('counts an exited child through its parent\'s cutime', async () => {
+    // sh runs the spinner, reaps it, then becomes `sleep` (exec keeps the cutime): one process left.
+    const sh = spawn('sh', ['-c', `${SPIN}; exec sleep 5`], { stdio: 'ignore' });
+    try {
+      const s = await waitForTree(sh.pid!, (t) => t.pids.length === 1 && t.seconds >= 0.2);
+      expect(s.pids).toEqual([sh.pid]);
+      expect(s.seconds).toBeGreaterThanOrEqual(0.2);
+    } finally {
+      sh.kill('SIGKILL');
+    }
+  }, 40_000);
+
+  it('renders the CPU table and replaces the generated section in place', () => {
+    const text = cpuTextTable(rows).split('\n');
+    expect(text).toHaveLength(5);
+    expect(text[3]).toMatch(/^bare Node relay \(net \+ pipe\(\)\)\s+stdout\s+300 MB\s+3\s+0\.67\s+1\.00\s+0\.73\s+0\.20, 0\.21, 0\.19\s+1500, 1400, 1600$/);
+    expect(text[4]).toContain('absent');
+    const section = cpuMarkdownSection(rows, { machine: '2 CPUs', loadAverage: '1.00', commandLine: 'node dist/bench/run.js --cpu --write', date: new Date('2026-01-02T03:04:05Z') });
+    expect(section.startsWith(CPU_BEGIN) && section.endsWith(CPU_END)).toBe(true);
+    expect(section).toContain('| bare Node relay (net + pipe()) | stdout | 300 MB | 3 | 0.67 | 1.00 | 0.73 | 0.20, 0.21, 0.19 | 1500, 1400, 1600 |');
+    expect(section).toContain('| socat (read/write) | stdout | 300 MB | 0 | absent |');
+    const page = `# B\n\nintro\n\n${CPU_BEGIN}\nold\n${CPU_END}\n\nafter\n`;
+    expect(replaceCpuSection(page, section)).toBe(`# B\n\nintro\n\n${section}\n\nafter\n`);
+    expect(replaceCpuSection('# B\n', section)).toBe(`# B\n\n${section}\n`);
+  });
+});

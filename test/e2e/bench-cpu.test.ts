@@ -1,0 +1,37 @@
+/**
+ * The CPU-per-byte benchmark in quick mode (20 MB, one round): every relay × measurement has a row;
+ * a relay that is measured has a positive wall time and (except the direct path) a positive, finite
+ * CPU-s per GB; nginx/HAProxy/socat rows are either measured or marked absent with the apt-get
+ * command (the test never installs them). It checks the harness works, not the targets.
+ */
+import { describe, expect, it } from 'vitest';
+import { CPU_QUICK, CPU_RELAYS, cpuTextTable, runCpuBenchmarks } from '../../bench/cpu.js';
+import { findBinary } from '../../bench/debian-package.js';
+import { kubectlE2eSkipReason } from '../helpers/kubectl.js';
+
+describe.skipIf(kubectlE2eSkipReason() !== undefined)('bench --cpu --quick', () => {
+  it('measures relay CPU per GB for every relay and measurement', async () => {
+    const rows = await runCpuBenchmarks({ ...CPU_QUICK, install: false });
+    console.log(cpuTextTable(rows));
+    const expected = CPU_RELAYS.flatMap((r) => (['stdout', 'stdin', 'port-forward'] as const).filter((m) => r.env[m]).map((m) => `${r.key} ${m}`));
+    expect(rows.map((r) => `${r.key} ${r.measurement}`).sort()).toEqual(expected.sort());
+    for (const r of rows) {
+      const label = `${r.relay} ${r.measurement}`;
+      if (r.absent) {
+        expect(['nginx', 'haproxy', 'socat'], label).toContain(r.key);
+        expect(findBinary(r.key), label).toBeUndefined();
+        expect(r.absent, label).toContain('apt-get install -y -o DPkg::Lock::Timeout=300');
+        continue;
+      }
+      expect(r.wallMs, label).toHaveLength(CPU_QUICK.rounds);
+      expect(r.wallMs[0]! > 0, label).toBe(true);
+      expect(Number.isFinite(r.wallRatio ?? NaN), `${label}: wall ratio`).toBe(true);
+      if (r.key === 'direct') {
+        expect(r.cpuPerGB, label).toBeUndefined();
+        continue;
+      }
+      // 20 MB through any user-space relay costs at least one 10 ms clock tick of its CPU.
+      expect(Number.isFinite(r.cpuPerGB ?? NaN) && r.cpuPerGB! > 0, `${label}: CPU-s/GB ${r.cpuPerGB}`).toBe(true);
+    }
+  }, 120_000);
+});
