@@ -306,6 +306,15 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
       closeAfterAnswer(socket, errorStatus(400, 'missing required Host header', 'BadRequest'));
       return;
     }
+    // After the head an upgrade's bytes belong to the new protocol. A request that also announces a
+    // body is ambiguous, and Node's parser disagrees with itself about it: Node 20 hands the bytes
+    // after a chunked upgrade head to the socket, Node 26 keeps parsing them as the chunked body and
+    // they are lost. Refuse it on every runtime rather than lose or misread the client's frames.
+    const length = req.headers['content-length'];
+    if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length.trim() !== '0')) {
+      closeAfterAnswer(socket, errorStatus(400, 'an upgrade request must not carry a body (Transfer-Encoding or a non-zero Content-Length)', 'BadRequest'));
+      return;
+    }
     upgradeSockets.add(socket);
     socket.once('close', () => upgradeSockets.delete(socket));
     rememberUpgrade(req, { socket, head });

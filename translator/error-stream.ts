@@ -27,9 +27,13 @@ function quoted(text: string): string {
   return `${JSON.stringify(text.slice(0, MAX_QUOTED_ERROR_STREAM_CHARS))}… (${text.length} characters)`;
 }
 
-/** The first line of a parser's message, cut like {@link quoted} (V8 quotes the input in it). */
+/**
+ * The first line of a parser's message, cut like {@link quoted} (V8 quotes the input in it), without
+ * the ` (line L column C)` that newer V8 (Node ≥ 22) adds after the position, so the Status a client
+ * gets is the same on every supported runtime.
+ */
 function parseErrorMessage(e: unknown): string {
-  const m = (e as Error).message.split('\n')[0] ?? '';
+  const m = ((e as Error).message.split('\n')[0] ?? '').replace(/ \(line \d+ column \d+\)/, '');
   return m.length <= MAX_QUOTED_ERROR_STREAM_CHARS ? m : `${m.slice(0, MAX_QUOTED_ERROR_STREAM_CHARS)}…`;
 }
 
