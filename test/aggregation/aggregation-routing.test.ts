@@ -21,7 +21,7 @@ import { createCa, createClientCert, createServerCert, type CertAndKey } from '.
 import { counterValue } from '../helpers/metrics.js';
 import { waitFor } from '../helpers/wait.js';
 import { deterministicBytes } from '../helpers/random-data.js';
-import { startExtensionApiServer, type ExtensionApiServer } from './extension-apiserver.js';
+import { openConsole, startExtensionApiServer, type ExtensionApiServer } from './extension-apiserver.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ksp-aggregation-'));
 const configFile = join(dir, 'apiservices.yaml');
@@ -250,13 +250,7 @@ describe('aggregated API routing (passthrough)', () => {
   });
 
   it('reload: removing and re-adding the group does not drop an open session; the group follows the file', async () => {
-    const ws = new WebSocket(`${proxy.url.replace('http', 'ws')}/apis/things.example.com/v1/namespaces/default/widgets/w1/console`, ['plain.kubevirt.io']);
-    await once(ws, 'open');
-    const echo = async (text: string): Promise<string> => {
-      const reply = once(ws, 'message');
-      ws.send(Buffer.from(text), { binary: true });
-      return String((await reply)[0]);
-    };
+    const { ws, echo } = await openConsole(proxy.url);
     expect(await echo('before')).toBe('before');
     writeFileSync(configFile, apiServicesYaml(false));
     await waitFor('v1.things.example.com removed', async () => ((await fetch(`${proxy.url}/apis/apiregistration.k8s.io/v1/apiservices/v1.things.example.com`)).status === 404 ? true : undefined));

@@ -9,7 +9,7 @@ import type { IncomingMessage } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { WebSocketServer } from 'ws';
+import WebSocket, { WebSocketServer } from 'ws';
 
 /** One request as the backend saw it. */
 export interface SeenRequest {
@@ -115,6 +115,23 @@ export async function startExtensionApiServer(tls: { cert: Buffer; key: Buffer; 
       for (const s of sockets) s.destroy();
       server.close();
       await once(server, 'close');
+    },
+  };
+}
+
+/** The console path of widget w1 (a KubeVirt-style WebSocket subresource of the test group). */
+export const CONSOLE_PATH = '/apis/things.example.com/v1/namespaces/default/widgets/w1/console';
+
+/** Open the w1 console through `proxyUrl`; `echo(text)` sends a binary frame and resolves with the reply. */
+export async function openConsole(proxyUrl: string): Promise<{ ws: WebSocket; echo(text: string): Promise<string> }> {
+  const ws = new WebSocket(`${proxyUrl.replace('http', 'ws')}${CONSOLE_PATH}`, ['plain.kubevirt.io']);
+  await once(ws, 'open');
+  return {
+    ws,
+    echo: async (text) => {
+      const reply = once(ws, 'message');
+      ws.send(Buffer.from(text), { binary: true });
+      return String((await reply)[0]);
     },
   };
 }

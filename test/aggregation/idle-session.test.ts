@@ -16,7 +16,7 @@ import WebSocket from 'ws';
 import { resolveConfig } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { createCa, createServerCert } from '../helpers/certs.js';
-import { startExtensionApiServer, type ExtensionApiServer } from './extension-apiserver.js';
+import { openConsole, startExtensionApiServer, type ExtensionApiServer } from './extension-apiserver.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ksp-idle-'));
 let backend: ExtensionApiServer;
@@ -65,13 +65,7 @@ afterAll(async () => {
 
 describe('an idle aggregated-API session', () => {
   it('survives 11 minutes of simulated idleness through the proxy; no idle timeout on the upgraded socket', async () => {
-    const ws = new WebSocket(`${proxy.url.replace('http', 'ws')}/apis/things.example.com/v1/namespaces/default/widgets/w1/console`, ['plain.kubevirt.io']);
-    await once(ws, 'open');
-    const echo = async (text: string): Promise<string> => {
-      const reply = once(ws, 'message');
-      ws.send(Buffer.from(text), { binary: true });
-      return String((await reply)[0]);
-    };
+    const { ws, echo } = await openConsole(proxy.url);
     expect(await echo('before')).toBe('before');
     const closed = vi.fn();
     ws.on('close', closed);
