@@ -30,8 +30,11 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('bench --cpu --quick', () 
         expect(r.cpuPerGB, label).toBeUndefined();
         continue;
       }
-      // 20 MB through any user-space relay costs at least one 10 ms clock tick of its CPU.
-      expect(Number.isFinite(r.cpuPerGB ?? NaN) && r.cpuPerGB! > 0, `${label}: CPU-s/GB ${r.cpuPerGB}`).toBe(true);
+      // 20 MB through a relay that copies in user space costs at least one 10 ms clock tick of its CPU.
+      // The passthrough's splice(2) path (and HAProxy's splice-auto) move it inside the kernel, at
+      // ~0.2 CPU-s/GB: ~4 ms for 20 MB, which may round to 0 ticks. Those only need a finite figure.
+      const inKernel = r.key === 'passthrough' || r.key === 'haproxy';
+      expect(Number.isFinite(r.cpuPerGB ?? NaN) && (inKernel ? r.cpuPerGB! >= 0 : r.cpuPerGB! > 0), `${label}: CPU-s/GB ${r.cpuPerGB}`).toBe(true);
     }
   }, 120_000);
 });
