@@ -100,10 +100,12 @@ async function serve(raw: Raw, how: ServeCheck): Promise<string> {
     return ' served';
   }
   if (how === 'v5-tty') {
-    // A terminal echoes input and cat repeats it; ^D at the start of a line ends cat.
+    // A terminal echoes input and cat repeats it; ^D at the start of a line ends cat. Wait for cat's
+    // own copy (the second one), not just the terminal's echo: input typed before cat runs can be
+    // flushed when its terminal is set up, and a ^D lost that way would leave cat running.
     const ws = await RawWs.adopt(raw);
     ws.send(wsChannel(0, 'hello-tty\n'));
-    await ws.raw.until(() => ws.channelBytes(1).toString().includes('hello-tty'), 'tty output');
+    await ws.raw.until(() => ws.channelBytes(1).toString().split('hello-tty').length > 2, 'tty echo and cat output');
     ws.send(wsChannel(0, '\u0004'));
     expect((await ws.status()).status).toBe('Success');
     expect(await ws.closeCode()).toBe(1000);
