@@ -96,13 +96,6 @@ export interface UpstreamGroup {
 
 /** One listed group-version with its sort priorities and where it is served. */
 export interface DiscoveryEntry extends SortableAPIService {
-  readonly metadata: { readonly name: string };
-  readonly spec: {
-    readonly group: string;
-    readonly version: string;
-    readonly groupPriorityMinimum: number;
-    readonly versionPriority: number;
-  };
   /** The registration behind it; `undefined` for an upstream group-version without one. */
   readonly apiService: APIService | undefined;
   /** Local entries (and unregistered upstream ones) are served by the primary upstream. */
