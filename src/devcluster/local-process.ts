@@ -301,7 +301,12 @@ function spawnPty(
   env: Record<string, string>,
   size: TerminalSize,
 ): LocalProcess {
-  const term = pty.spawn(file, command.slice(1), {
+  // The process's own copy of the terminal on fd 3, closed only by the kernel when it has exited.
+  // Without it, a program that closes stdin, stdout and stderr before exiting (GNU cat does, in
+  // close_stdout) lets the master read EIO while it still runs; node-pty then closes the master,
+  // and the hang-up kills the program with SIGHUP (exit 129 instead of 0, about one run in six
+  // under load). A container runtime's shim holds the master until the process is gone, as here.
+  const term = pty.spawn('/bin/sh', ['-c', 'exec 3<&0; exec "$@"', 'sh', file, ...command.slice(1)], {
     name: env.TERM ?? 'xterm',
     cols: size.width || DEFAULT_TERMINAL_SIZE.width,
     rows: size.height || DEFAULT_TERMINAL_SIZE.height,

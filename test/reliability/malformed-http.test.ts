@@ -107,7 +107,8 @@ async function serve(raw: Raw, how: ServeCheck): Promise<string> {
     ws.send(wsChannel(0, 'hello-tty\n'));
     await ws.raw.until(() => ws.channelBytes(1).toString().split('hello-tty').length > 2, 'tty echo and cat output');
     ws.send(wsChannel(0, '\u0004'));
-    expect((await ws.status()).status).toBe('Success');
+    const st = await ws.status();
+    expect(st.status, `channel 3: ${JSON.stringify(st)}; channel 1: ${JSON.stringify(ws.channelBytes(1).toString())}`).toBe('Success');
     expect(await ws.closeCode()).toBe(1000);
     return ' served';
   }
