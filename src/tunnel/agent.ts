@@ -2,7 +2,7 @@
  * The agent (`kube-stream-proxy agent`): runs next to a cluster's apiserver, dials OUT to the
  * proxy's agent listener, authenticates for its cluster and then serves the proxy's tunnel streams
  * as the HTTP/2 server on the connection it dialed (`http2.performServerHandshake`). Each CONNECT
- * stream is connected to the agent's own apiserver (`--upstream`, never an address the proxy names)
+ * stream is served by `agent-stream.ts`: connected to the agent's own apiserver (`--upstream`, never an address the proxy names)
  * and relayed byte for byte; the proxy's UpgradeAwareProxy, translator and tunnel do the HTTP work
  * on top (docs/agent.md explains why the 101 check there covers the agent).
  *
@@ -11,7 +11,7 @@
  * same way, so a fixed token file heals without a restart.
  */
 import { readFileSync } from 'node:fs';
-import { constants as h2, performServerHandshake, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { performServerHandshake, type ServerHttp2Session } from 'node:http2';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
@@ -20,7 +20,7 @@ import type { Upstream } from '../routing/upstream.js';
 import { reconnectDelayMs, RECONNECT_RESET_AFTER_MS } from './backoff.js';
 import { keepTunnelAlive } from './keepalive.js';
 import { jsStreamOver } from './socket-stream.js';
-import { relayTunnelStream } from './pipe.js';
+import { serveTunnelStream } from './agent-stream.js';
 import {
   AGENT_CONNECT_PATH,
   CLUSTER_HEADER,
@@ -190,7 +190,7 @@ export class TunnelAgent {
     this.#o.log.info({ proxy: this.#o.proxyUrl.origin, cluster: this.#o.clusterName }, 'tunnel established');
     session.on('error', (err) => this.#o.log.info({ err: err.message }, 'tunnel error'));
     session.once('localSettings', () => session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES));
-    session.on('stream', (stream, headers) => this.#stream(stream, headers));
+    session.on('stream', (stream, headers) => serveTunnelStream(stream, headers, this.#o));
     keepTunnelAlive(session, {
       ...(this.#o.pingIntervalMs !== undefined ? { intervalMs: this.#o.pingIntervalMs } : {}),
       onDead: (reason) => this.#o.log.warn({ reason }, 'tunnel dead'),
@@ -209,38 +209,6 @@ export class TunnelAgent {
       session.once('close', () => this.#draining.delete(session));
     }
     this.#o.log.info({ proxy: this.#o.proxyUrl.origin, goaway }, goaway ? 'proxy sent GOAWAY: reconnecting, streams in flight finish' : 'tunnel closed');
-  }
-
-  /** One tunnel stream: connect it to the apiserver and relay. */
-  #stream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
-    stream.on('error', () => {});
-    if (headers[h2.HTTP2_HEADER_METHOD] !== h2.HTTP2_METHOD_CONNECT) {
-      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 405 });
-      stream.end('the agent tunnel carries CONNECT streams only\n');
-      return;
-    }
-    const controller = new AbortController();
-    const onGone = (): void => controller.abort(new Error('tunnel stream closed'));
-    stream.once('close', onGone);
-    this.#o.upstream.dial(controller.signal).then(
-      (socket: Duplex) => {
-        stream.off('close', onGone);
-        if (stream.closed || stream.destroyed) {
-          socket.destroy();
-          return;
-        }
-        socket.on('error', () => {});
-        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200 });
-        void relayTunnelStream(stream, socket);
-      },
-      (err: Error) => {
-        stream.off('close', onGone);
-        if (stream.closed || stream.destroyed) return;
-        this.#o.log.warn({ upstream: this.#o.upstream.url.origin, err: err.message }, 'dialing the apiserver failed');
-        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 502 });
-        stream.end(`${err.message}\n`);
-      },
-    );
   }
 }
 
