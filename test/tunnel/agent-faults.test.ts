@@ -1,0 +1,254 @@
+/**
+ * Issue 14's fault acceptance through agent tunnels, with real kubectl (1.27: SPDY passthrough over
+ * the tunnel; 1.33: WebSocket, translated at the proxy) and real processes: two dev clusters (pods
+ * `alpha` and `beta`), one agent process each, and the proxy as a child process so it can be
+ * SIGKILLed and started again on the same ports.
+ * - agent SIGKILLed mid-stream → kubectl's session ends within 1 s (1.27 sees its connection close,
+ *   1.33 gets the translator's Failure Status);
+ * - proxy SIGKILLed and restarted → both agents are back within 10 s and serve again;
+ * - kubectl SIGKILLed mid-exec → the pod's process is signalled within 1 s and the tunnel stream
+ *   is gone;
+ * - an exec the cluster refuses (403) comes back byte for byte as the apiserver wrote it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { once } from 'node:events';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
+import { waitFor } from '../helpers/wait.js';
+import { startTunnelFixture, type AgentProcess, type ProxyProcess, type TunnelFixture } from './tunnel-fixture.js';
+
+const skipReason = kubectlE2eSkipReason();
+
+/** The issue's bounds. */
+const CLIENT_SEES_CLOSE_MS = 1_000;
+const AGENTS_BACK_MS = 10_000;
+const PROCESS_SIGNALLED_MS = 1_000;
+
+/** The pod that exists only in each cluster. */
+const POD: Record<string, string> = { one: 'alpha', two: 'beta' };
+
+const CLIENTS: { version: KubectlVersion; translated: boolean }[] = [
+  { version: '1.27', translated: false },
+  { version: '1.33', translated: true },
+];
+
+/**
+ * A shell that writes which signal it got into `marker` (in the pod's working directory) and exits;
+ * prints "ready" first. The dev cluster signals the exec'd process group.
+ */
+function signalRecorder(marker: string): string[] {
+  // Written under another name and renamed, so the marker appears only with its content in it.
+  const traps = ['TERM', 'HUP', 'INT'].map((s) => `trap 'echo ${s} > ${marker}.tmp; mv ${marker}.tmp ${marker}; exit 0' ${s};`).join(' ');
+  return ['sh', '-c', `${traps} echo ready; sleep 600 & wait`];
+}
+
+/** Poll (every 5 ms) until `file` exists; resolves with performance.now() then. */
+async function fileAppears(file: string, timeoutMs = 5_000): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  while (!existsSync(file)) {
+    if (performance.now() > deadline) throw new Error(`${file} did not appear within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return performance.now();
+}
+
+describe.skipIf(skipReason !== undefined)('faults through agent tunnels (proxy and agents as processes)', () => {
+  let fx: TunnelFixture<ProxyProcess>;
+  const agents: Record<string, AgentProcess> = {};
+
+  const startAgent = async (cluster: string): Promise<void> => {
+    agents[cluster] = fx.startAgent(cluster);
+    await agents[cluster].waitForOutput(/tunnel established/, 30_000);
+  };
+
+  beforeAll(async () => {
+    fx = await startTunnelFixture({ one: ['alpha'], two: ['beta'] }, {}, { proxyProcess: true });
+    await Promise.all(['one', 'two'].map(startAgent));
+  }, 90_000);
+
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  const echoWorks = async (version: KubectlVersion, cluster: string, text: string): Promise<void> => {
+    const r = await runKubectl(findKubectl(version), ['exec', POD[cluster]!, '--', 'echo', text], { kubeconfig: fx.kubeconfigs[cluster]!, timeoutMs: 30_000 });
+    expect(r.code, summary(r)).toBe(0);
+    expect(r.stdout.toString()).toBe(`${text}\n`);
+  };
+
+  // kubectl 1.27 (SPDY passthrough) sees its connection close: with no Status on the error stream
+  // it exits 0 — what it does when a kube-apiserver connection drops too. kubectl 1.33 (translated)
+  // gets the translator's Failure Status on channel 3 and exits non-zero.
+  it.each([
+    { version: '1.27' as const, cluster: 'one', failure: false },
+    { version: '1.33' as const, cluster: 'two', failure: true },
+  ])(`agent SIGKILLed mid-stream: kubectl $version's session through /clusters/$cluster ends within ${CLIENT_SEES_CLOSE_MS} ms`, async ({ version, cluster, failure }) => {
+    const session = startKubectl(findKubectl(version), ['exec', POD[cluster]!, '--', 'sh', '-c', 'echo started; sleep 60'], { kubeconfig: fx.kubeconfigs[cluster]!, env: {} });
+    try {
+      await session.waitForOutput(/started/, 30_000);
+      const exited = once(session.child, 'exit').then(([code]) => ({ code: code as number | null, at: performance.now() }));
+      const killedAt = performance.now();
+      agents[cluster]!.child.kill('SIGKILL');
+      const exit = await Promise.race([exited, new Promise<undefined>((r) => setTimeout(r, 10_000, undefined))]);
+      const output = JSON.stringify(session.output());
+      expect(exit, `kubectl still running 10 s after the agent was killed: ${output}`).toBeDefined();
+      const elapsed = exit!.at - killedAt;
+      console.log(`kubectl ${version}: session ended ${elapsed.toFixed(0)} ms after the agent was SIGKILLed (exit ${exit!.code})`);
+      if (failure) {
+        expect(exit!.code, output).not.toBe(0);
+        expect(session.output().stderr).toMatch(/error/i);
+      } else {
+        expect(exit!.code, output).toBe(0);
+      }
+      expect(elapsed, output).toBeLessThan(CLIENT_SEES_CLOSE_MS);
+    } finally {
+      await session.stop('SIGKILL', 5_000);
+      await agents[cluster]!.kill();
+    }
+    // The cluster is unavailable until its agent is back, then served again.
+    const res = await fetch(`${fx.proxy.url}/clusters/${cluster}/api`);
+    expect(res.status).toBe(503);
+    await startAgent(cluster);
+    await echoWorks(version, cluster, `back-${cluster}`);
+  });
+
+  /** Agents of `cluster` connected to the proxy (undefined while /metrics cannot be read). */
+  const connectedAgents = (cluster: string): Promise<number | undefined> => fx.metric('kube_stream_proxy_tunnel_agents', { cluster }).catch(() => undefined);
+
+  it(`proxy SIGKILLed and restarted on the same ports: both agents reconnect within ${AGENTS_BACK_MS / 1000} s and serve again`, async () => {
+    const marks = Object.fromEntries(Object.entries(agents).map(([c, a]) => [c, a.output().length]));
+    const { downMs } = await fx.proxy.restart(); // SIGKILL, then the same command on the same two ports
+    const listeningAt = performance.now();
+    console.log(`proxy down for ${downMs.toFixed(0)} ms (SIGKILL to listening again)`);
+    const back = await Promise.all(
+      ['one', 'two'].map((c) =>
+        waitFor(`agent ${c} connected to the restarted proxy`, async () => ((await connectedAgents(c)) === 1 ? performance.now() : undefined), 20_000, 50),
+      ),
+    );
+    const elapsed = Math.max(...back) - listeningAt;
+    console.log(`agents back ${back.map((t) => (t - listeningAt).toFixed(0)).join(' ms, ')} ms after the restarted proxy listened`);
+    expect(elapsed).toBeLessThan(AGENTS_BACK_MS);
+    // The same agent processes (not restarted) lost their tunnel, backed off and reconnected: one
+    // new tunnel each on the new proxy.
+    for (const c of ['one', 'two']) {
+      expect(agents[c]!.child.exitCode).toBeNull();
+      expect(agents[c]!.output().slice(marks[c])).toMatch(/"msg":"reconnecting"/);
+      expect(await fx.metric('kube_stream_proxy_tunnel_agent_connections_total', { cluster: c })).toBe(1);
+      expect((agents[c]!.output().slice(marks[c]).match(/tunnel established/g) ?? []).length).toBe(1);
+    }
+    for (const { version } of CLIENTS) for (const c of ['one', 'two']) await echoWorks(version, c, `after-restart-${version}-${c}`);
+    // 1.33's two execs were translated by the new process.
+    expect(await fx.metric('apiserver_stream_translator_requests_total', { code: '200' })).toBe(2);
+  }, 120_000);
+
+  describe.each(CLIENTS)('kubectl $version', ({ version, translated }) => {
+    it.each(['one', 'two'])(`SIGKILLed mid-exec through /clusters/%s: the pod's process is signalled within ${PROCESS_SIGNALLED_MS} ms`, async (cluster) => {
+      const marker = `signalled-${version.replace('.', '')}-${cluster}`;
+      const markerFile = join(fx.clusters[cluster]!.dataDir, 'default', POD[cluster]!, marker);
+      const pod = fx.clusters[cluster]!.pods.get('default', POD[cluster]!)!;
+      // Every translated session is counted when it ends, whatever its code.
+      const translatedSessions = (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total');
+      const translatedBefore = await translatedSessions();
+      const session = startKubectl(findKubectl(version), ['exec', POD[cluster]!, '--', ...signalRecorder(marker)], { kubeconfig: fx.kubeconfigs[cluster]!, env: {} });
+      try {
+        await session.waitForOutput(/ready/, 30_000);
+        expect(pod.execs.size).toBeGreaterThan(0);
+        const activeDuring = await fx.metric('kube_stream_proxy_tunnel_streams_active', { cluster });
+        const goneAt = performance.now();
+        session.child.kill('SIGKILL');
+        const signalledAt = await fileAppears(markerFile);
+        const signal = readFileSync(markerFile, 'utf8').trim();
+        console.log(`kubectl ${version} via ${cluster}: process got SIG${signal} ${(signalledAt - goneAt).toFixed(0)} ms after kubectl was SIGKILLed`);
+        expect(signal).toBe('TERM');
+        expect(signalledAt - goneAt).toBeLessThan(PROCESS_SIGNALLED_MS);
+        // The exec'd process is gone and the session's tunnel stream closed.
+        await expect.poll(() => pod.execs.size, { timeout: 5_000 }).toBe(0);
+        await expect.poll(() => fx.metric('kube_stream_proxy_tunnel_streams_active', { cluster }), { timeout: 5_000 }).toBeLessThan(activeDuring);
+      } finally {
+        await session.stop('SIGKILL', 5_000);
+      }
+      if (translated) await expect.poll(async () => (await translatedSessions()) - translatedBefore, { timeout: 5_000 }).toBe(1);
+      else expect((await translatedSessions()) - translatedBefore).toBe(0);
+    });
+  });
+});
+
+/** The answer to an upgrade request: status, headers and body bytes. */
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}
+
+/** Send an upgrade request to `base` + `path` and collect a non-101 answer. */
+function upgradeRequest(base: string, path: string, method: string, headers: Record<string, string>): Promise<RawAnswer> {
+  return new Promise((resolveAnswer, reject) => {
+    const req = httpRequest(new URL(path, base), { method, headers: { Connection: 'Upgrade', ...headers } });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      reject(new Error(`unexpected ${res.statusCode} upgrade`));
+    });
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolveAnswer({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('an exec the cluster refuses (403) comes back through the tunnel as the apiserver wrote it', () => {
+  let fx: TunnelFixture;
+
+  beforeAll(async () => {
+    fx = await startTunnelFixture(
+      { secured: ['gamma'] },
+      {
+        // "viewer" may read pods, not exec.
+        secured: (work) => {
+          writeFileSync(join(work, 'users.csv'), 'viewer-token,viewer,u1,""\n');
+          writeFileSync(join(work, 'policy.json'), JSON.stringify({ rules: [{ users: ['viewer'], verbs: ['get', 'list', 'watch'], resources: ['pods'] }] }));
+          return { tokenAuthFile: join(work, 'users.csv'), authorizationPolicyFile: join(work, 'policy.json') };
+        },
+      },
+    );
+    await fx.startAgent('secured').waitForOutput(/tunnel established/, 30_000);
+  }, 60_000);
+
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  const exec = '/api/v1/namespaces/default/pods/gamma/exec?command=true&stdin=true&stdout=true&stderr=true';
+  const spdy = { method: 'POST', headers: { Upgrade: 'SPDY/3.1', 'X-Stream-Protocol-Version': 'v4.channel.k8s.io' } };
+  const websocket = (protocol: string) => ({
+    method: 'GET',
+    headers: { Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Protocol': protocol },
+  });
+  const translatorRefusals = (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total', { code: '403' });
+
+  // kubectl's methods: POST for SPDY, GET for WebSocket (so the apiserver's verb is create or get).
+  // v5 is translated: the proxy's SPDY request (a POST) is what the apiserver refuses, and its answer
+  // is what the WebSocket client gets, in place of a 101.
+  it.each<{ protocol: string; request: { method: string; headers: Record<string, string> }; direct: { method: string; headers: Record<string, string> }; verb: string; translated: boolean }>([
+    { protocol: 'SPDY/3.1 (passthrough)', request: spdy, direct: spdy, verb: 'create', translated: false },
+    { protocol: 'WebSocket v4 (passthrough)', request: websocket('v4.channel.k8s.io'), direct: websocket('v4.channel.k8s.io'), verb: 'get', translated: false },
+    { protocol: 'WebSocket v5 (translated)', request: websocket('v5.channel.k8s.io'), direct: spdy, verb: 'create', translated: true },
+  ])('$protocol: status, content type and body bytes equal the direct answer', async ({ request, direct: directRequest, verb, translated }) => {
+    const token = { Authorization: 'Bearer viewer-token' };
+    const refusalsBefore = await translatorRefusals();
+    const direct = await upgradeRequest(fx.clusters.secured!.url, exec, directRequest.method, { ...directRequest.headers, ...token });
+    const tunnelled = await upgradeRequest(fx.proxy.url, `/clusters/secured${exec}`, request.method, { ...request.headers, ...token });
+    expect(direct.status).toBe(403);
+    expect(JSON.parse(direct.body.toString('utf8'))).toMatchObject({ kind: 'Status', code: 403, reason: 'Forbidden' });
+    expect((JSON.parse(direct.body.toString('utf8')) as { message: string }).message).toContain(`User "viewer" cannot ${verb} resource "pods/exec"`);
+    expect(tunnelled.status).toBe(direct.status);
+    expect(tunnelled.headers['content-type']).toBe(direct.headers['content-type']);
+    expect(tunnelled.body.equals(direct.body), `direct: ${direct.body.toString()}\ntunnelled: ${tunnelled.body.toString()}`).toBe(true);
+    expect((await translatorRefusals()) - refusalsBefore).toBe(translated ? 1 : 0);
+  });
+});
