@@ -1,0 +1,173 @@
+/**
+ * The rest of issue 14's exec matrix through agent tunnels (Acceptance bullet 1): two dev clusters
+ * (pods `alpha` and `beta`), one agent process each, one proxy without a primary upstream. kubectl
+ * 1.27 speaks SPDY (passthrough over the tunnel); kubectl 1.33 speaks WebSocket, translated at the
+ * proxy with the SPDY leg riding the tunnel (the translator counter rises by exactly the number of
+ * sessions) and port-forwards through the proxy's port-forward tunnel (its counter rises by one).
+ * Covered here, each client through both clusters: `exec -it` with a resize under a real terminal
+ * (tmux), `attach -i` to the pod's main process, `cp` 20 MB both ways (sha256 of the pod's copy and
+ * of the copy back), `port-forward` 10 MB plus 5 concurrent connections (sha256 each).
+ * echo / exit code / stdin / 20 MB stdin / 100 MB stdout / watch are in agent-kubectl.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { sha256File } from '../helpers/hash.js';
+import { startBytesServer, downloadDigest, type BytesServer } from '../helpers/http-fixture.js';
+import { findKubectl, kubectlE2eSkipReason, kubectlEnv, runKubectl, startKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
+import { writeDeterministicFile } from '../helpers/random-data.js';
+import { startTmux } from '../helpers/tty.js';
+import { startTunnelFixture, type TunnelFixture } from './tunnel-fixture.js';
+
+const skipReason = kubectlE2eSkipReason();
+const MB = 1_000_000;
+const CP_BYTES = 20 * MB;
+const PF_BYTES = 10 * MB;
+const PF_CONCURRENT = 5;
+const PF_CONCURRENT_BYTES = 2 * MB;
+
+/** The pod that exists only in each cluster. */
+const POD: Record<string, string> = { one: 'alpha', two: 'beta' };
+
+const CLIENTS: { version: KubectlVersion; translated: boolean }[] = [
+  { version: '1.27', translated: false },
+  { version: '1.33', translated: true },
+];
+
+describe.skipIf(skipReason !== undefined)('kubectl matrix through /clusters/NAME and agent tunnels', () => {
+  let fx: TunnelFixture;
+  let bytes: BytesServer;
+  let cpSha: string;
+
+  beforeAll(async () => {
+    fx = await startTunnelFixture({ one: ['alpha'], two: ['beta'] });
+    bytes = await startBytesServer();
+    cpSha = (await writeDeterministicFile(join(fx.work, 'cp-source.bin'), 41, CP_BYTES)).sha256;
+    const agents = ['one', 'two'].map((c) => fx.startAgent(c));
+    await Promise.all(agents.map((a) => a.waitForOutput(/tunnel established/, 30_000)));
+  }, 90_000);
+
+  afterAll(async () => {
+    await bytes?.close();
+    await fx?.close();
+  });
+
+  /** Translated WebSocket sessions (exec/attach) and WebSocket port-forwards the proxy handled. */
+  const translatedSessions = (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total', { code: '200' });
+  const tunnelledForwards = (): Promise<number> => fx.metric('apiserver_stream_tunnel_requests_total', { code: '101' });
+  const tunnelStreams = (cluster: string): Promise<number> => fx.metric('kube_stream_proxy_tunnel_streams_opened_total', { cluster });
+
+  describe.each(CLIENTS)('kubectl $version', ({ version, translated }) => {
+    const bin = (): string => findKubectl(version);
+    const tag = version.replace('.', '');
+
+    /**
+     * Run `fn` and check the path it took: the translator counted `sessions` sessions for 1.33 and
+     * none for 1.27, and `cluster`'s tunnel carried new streams.
+     */
+    const through = async (cluster: string, sessions: number | 'some', fn: () => Promise<void>): Promise<void> => {
+      const [translatedBefore, streamsBefore] = [await translatedSessions(), await tunnelStreams(cluster)];
+      await fn();
+      const delta = (await translatedSessions()) - translatedBefore;
+      if (!translated) expect(delta).toBe(0);
+      else if (sessions === 'some') expect(delta).toBeGreaterThan(0);
+      else expect(delta).toBe(sessions);
+      expect(await tunnelStreams(cluster)).toBeGreaterThan(streamsBefore);
+    };
+
+    it.each(['one', 'two'])('exec -it under a terminal through /clusters/%s: stty size follows the window', (cluster) =>
+      through(cluster, 1, async () => {
+        const kubeconfig = fx.kubeconfigs[cluster]!;
+        const tty = await startTmux({
+          argv: [bin(), '--kubeconfig', kubeconfig, 'exec', '-it', POD[cluster]!, '--', 'sh'],
+          env: kubectlEnv(kubeconfig),
+          width: 100,
+          height: 30,
+          cwd: fx.work,
+        });
+        try {
+          const hasLine = (line: string) => (s: string) => s.split('\n').some((l) => l.trim() === line);
+          // $((6*7)) makes the expected line differ from the echoed command line; $0 names the pod's shell.
+          const ping = (): Promise<void> => tty.sendLine('echo READY-$((6*7))');
+          await ping();
+          await tty.waitForScreen(hasLine('READY-42'), 30_000, { onPoll: ping, retryEveryMs: 3000 });
+          // Re-asking is polling: the size travels on kubectl's resize stream, asynchronously to stdin.
+          const size = (): Promise<void> => tty.sendLine('stty size');
+          await size();
+          await tty.waitForScreen(hasLine('30 100'), 15_000, { onPoll: size, retryEveryMs: 1000 });
+          await tty.resize(120, 40);
+          await size();
+          await tty.waitForScreen(hasLine('40 120'), 15_000, { onPoll: size, retryEveryMs: 1000 });
+          // The shell runs in this cluster's pod: its working directory is that pod's.
+          await tty.sendLine('echo "POD=$(basename "$PWD")"');
+          await tty.waitForScreen(hasLine(`POD=${POD[cluster]}`), 15_000);
+          await tty.sendLine('exit 0');
+          expect(await tty.waitForExit(15_000)).toBe(0);
+        } finally {
+          await tty.kill();
+        }
+      }),
+    );
+
+    it.each(['one', 'two'])('attach -i through /clusters/%s drives the pod\'s main shell', (cluster) =>
+      through(cluster, 1, async () => {
+        const main = fx.clusters[cluster]!.pods.get('default', POD[cluster]!)!.mains.get(POD[cluster]!)!;
+        const restartsBefore = main.restartCount;
+        const marker = `attached-${tag}-${cluster}`;
+        const r = await runKubectl(bin(), ['attach', '-i', POD[cluster]!], {
+          kubeconfig: fx.kubeconfigs[cluster]!,
+          stdin: Buffer.from(`echo ${marker}-$((6*7))\nexit 0\n`),
+          timeoutMs: 60_000,
+        });
+        expect(r.code, summary(r)).toBe(0);
+        expect(r.stdout.toString()).toContain(`${marker}-42\n`);
+        // `exit 0` ended the main process itself (not an exec'd one): the container restarts it.
+        await expect.poll(() => main.restartCount, { timeout: 10_000 }).toBeGreaterThan(restartsBefore);
+      }),
+    );
+
+    it.each(['one', 'two'])(`cp ${CP_BYTES / MB} MB to the pod and back through /clusters/%s (sha256)`, (cpCluster) =>
+      through(cpCluster, 'some', async () => {
+        const pod = POD[cpCluster]!;
+        const kubeconfig = fx.kubeconfigs[cpCluster]!;
+        const remote = `up-${tag}-${cpCluster}.bin`;
+        const up = await runKubectl(bin(), ['cp', 'cp-source.bin', `${pod}:${remote}`], { kubeconfig, cwd: fx.work, timeoutMs: 120_000 });
+        expect(up.code, summary(up)).toBe(0);
+        // The upload is checked on its own (in the pod's working directory of this cluster), so a
+        // download bug can't hide an upload bug.
+        expect(await sha256File(join(fx.clusters[cpCluster]!.dataDir, 'default', pod, remote))).toEqual({ sha256: cpSha, byteLength: CP_BYTES });
+        const down = await runKubectl(bin(), ['cp', `${pod}:${remote}`, `down-${tag}-${cpCluster}.bin`], { kubeconfig, cwd: fx.work, timeoutMs: 120_000 });
+        expect(down.code, summary(down)).toBe(0);
+        expect(await sha256File(join(fx.work, `down-${tag}-${cpCluster}.bin`))).toEqual({ sha256: cpSha, byteLength: CP_BYTES });
+      }),
+      180_000,
+    );
+
+    it.each(['one', 'two'])(`port-forward through /clusters/%s: ${PF_BYTES / MB} MB and ${PF_CONCURRENT} concurrent connections, byte-exact`, async (pfCluster) => {
+      const [forwardsBefore, streamsBefore, requestsBefore] = [await tunnelledForwards(), await tunnelStreams(pfCluster), bytes.requests];
+      const pf = startKubectl(bin(), ['port-forward', `pod/${POD[pfCluster]}`, `:${bytes.port}`], { kubeconfig: fx.kubeconfigs[pfCluster]!, env: {} });
+      let exit: Awaited<ReturnType<typeof pf.stop>>;
+      try {
+        const m = await pf.waitForOutput(new RegExp(`Forwarding from 127\\.0\\.0\\.1:(\\d+) -> ${bytes.port}\\b`), 30_000);
+        const local = `http://127.0.0.1:${m[1]}`;
+        const big = await downloadDigest(`${local}/bytes/${PF_BYTES}?seed=42`);
+        expect(big.status).toBe(200);
+        expect({ sha256: big.sha256, byteLength: big.byteLength }).toEqual(bytes.expected(PF_BYTES, 42));
+        const seeds = Array.from({ length: PF_CONCURRENT }, (_, i) => 43 + i);
+        const many = await Promise.all(seeds.map((s) => downloadDigest(`${local}/bytes/${PF_CONCURRENT_BYTES}?seed=${s}`)));
+        many.forEach((d, i) => {
+          expect(d.status).toBe(200);
+          expect({ sha256: d.sha256, byteLength: d.byteLength }).toEqual(bytes.expected(PF_CONCURRENT_BYTES, seeds[i]));
+        });
+        expect(bytes.requests - requestsBefore).toBe(1 + PF_CONCURRENT);
+      } finally {
+        exit = await pf.stop('SIGINT', 10_000);
+      }
+      const { stdout, stderr } = pf.output();
+      // kubectl port-forward handles SIGINT and returns normally: exit 0, not killed by us.
+      expect(exit, `${pf.command}\nstdout: ${stdout}\nstderr: ${stderr}`).toEqual({ code: 0, signal: null, killed: false });
+      // kubectl 1.33 port-forwards over WebSocket: one session through the proxy's tunnel; 1.27 none.
+      expect((await tunnelledForwards()) - forwardsBefore).toBe(translated ? 1 : 0);
+      expect(await tunnelStreams(pfCluster)).toBeGreaterThan(streamsBefore);
+    }, 180_000);
+  });
+});
