@@ -151,7 +151,7 @@ describe('catch-all reverse proxy', () => {
     try {
       const res = await fetch(`${p2.url}/api/v1/namespaces`);
       expect(res.status).toBe(503);
-      const s = await res.json();
+      const s = (await res.json()) as { message: string };
       expect(s).toMatchObject({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'ServiceUnavailable', code: 503 });
       expect(s.message).toMatch(/^error trying to reach service: connect ECONNREFUSED 127\.0\.0\.1:\d+$/);
     } finally {
@@ -191,7 +191,7 @@ describe('catch-all reverse proxy', () => {
     for (const path of ['/api/v1/namespaces/default/pods/demo/exec/', '//api/v1/namespaces/default/pods/demo/%65xec']) {
       const res = await fetch(`${proxy.url}${path}`, { method: 'PUT' });
       expect(res.status, path).toBe(400);
-      expect((await res.json()).kind).toBe('Status');
+      expect(((await res.json()) as { kind: string }).kind).toBe('Status');
     }
   });
 });

@@ -257,7 +257,7 @@ export class TunnelSocket extends Duplex {
   head = '';
   /** The server's close code, once a close frame arrived. */
   closeCode: number | undefined;
-  #buf = Buffer.alloc(0);
+  #buf: Buffer = Buffer.alloc(0);
   #headDone = false;
   readonly #opened: Promise<void>;
 

@@ -57,10 +57,10 @@ describe('security configuration', () => {
 
   it('--upstream-insecure-skip-tls-verify turns verification off and warns; it needs https', async () => {
     const c = await resolveConfig({ ...base(), upstreamInsecureSkipTlsVerify: true });
-    expect(c.upstream.tls?.rejectUnauthorized).toBe(false);
+    expect(c.upstream!.tls?.rejectUnauthorized).toBe(false);
     expect(c.security?.warnings).toEqual(['--upstream-insecure-skip-tls-verify: the upstream serving certificate is NOT verified']);
     await expect(resolveConfig({ listen: '127.0.0.1:0', upstream: 'http://127.0.0.1:1', upstreamInsecureSkipTlsVerify: true })).rejects.toThrow('needs an https --upstream');
-    expect((await resolveConfig(base())).upstream.tls?.rejectUnauthorized).toBe(true);
+    expect((await resolveConfig(base())).upstream!.tls?.rejectUnauthorized).toBe(true);
   });
 
   it('a client CA file must hold certificates', async () => {

@@ -72,7 +72,7 @@ describe('resolveConfig', () => {
     expect(c.maxConnectionBytesPerSec).toBe(0);
     expect(c.upgradeResponseTimeoutMs).toBe(parseGoDuration(DEFAULT_UPGRADE_RESPONSE_TIMEOUT));
     expect(c.featureGates).toEqual(FEATURE_GATE_DEFAULTS);
-    expect(c.upstream.url.href).toBe('http://127.0.0.1:6444/');
+    expect(c.upstream!.url.href).toBe('http://127.0.0.1:6444/');
     expect(c.websocketAllowedOrigins).toBe('*');
   });
 
@@ -94,9 +94,9 @@ describe('resolveConfig', () => {
       }),
     );
     const c = await resolveConfig({ kubeconfig });
-    expect(c.upstream.url.href).toBe('https://10.0.0.1:6443/');
-    expect(c.upstream.tls?.ca?.toString()).toBe('PEM');
-    expect(await c.upstream.authHeaders()).toMatchObject({ Authorization: 'Bearer kc-token' });
+    expect(c.upstream!.url.href).toBe('https://10.0.0.1:6443/');
+    expect(c.upstream!.tls?.ca?.toString()).toBe('PEM');
+    expect(await c.upstream!.authHeaders()).toMatchObject({ Authorization: 'Bearer kc-token' });
   });
 
   it.each<[string, ServeFlags, RegExp]>([

@@ -32,7 +32,7 @@ describe.each([
 
   it.each(['passthrough', 'impersonate'] as const)('--upstream-token-file, --authn %s: upstream headers and the API client send the trimmed token', async (authn) => {
     const config = await resolveConfig({ upstream: 'https://127.0.0.1:1', upstreamTokenFile: tokenPath, authn });
-    expect(await config.upstream.authHeaders()).toEqual({ Authorization: 'Bearer proxy-token' });
+    expect(await config.upstream!.authHeaders()).toEqual({ Authorization: 'Bearer proxy-token' });
     expect(await kubeConfigAuthorization(await config.security!.apiKubeConfig())).toBe('Bearer proxy-token');
   });
 
@@ -47,7 +47,7 @@ describe.each([
         `users:\n- name: u\n  user:\n${user(tokenPath)}contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n`,
     );
     const config = await resolveConfig({ kubeconfig, authn: 'impersonate' });
-    expect(await config.upstream.authHeaders()).toMatchObject({ Authorization: 'Bearer proxy-token' });
+    expect(await config.upstream!.authHeaders()).toMatchObject({ Authorization: 'Bearer proxy-token' });
     expect(await kubeConfigAuthorization(await config.security!.apiKubeConfig())).toBe('Bearer proxy-token');
   });
 

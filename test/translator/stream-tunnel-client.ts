@@ -82,7 +82,7 @@ export class TunnelTestClient {
   head = '';
   status = 0;
   /** Bytes after the head: for a 101, WebSocket frames; otherwise the body. */
-  #buf = Buffer.alloc(0);
+  #buf: Buffer = Buffer.alloc(0);
   #headDone = false;
   readonly frames: ServerFrame[] = [];
   readonly #binary: Buffer[] = [];
