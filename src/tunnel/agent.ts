@@ -23,6 +23,7 @@ import { jsStreamOver } from './socket-stream.js';
 import { serveTunnelStream } from './agent-stream.js';
 import type { AccessAs } from './agent-request.js';
 import {
+  ACCESS_AS_HEADER,
   AGENT_CONNECT_PATH,
   CLUSTER_HEADER,
   TUNNEL_HTTP2_OPTIONS,
@@ -157,6 +158,7 @@ export class TunnelAgent {
           `Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}\r\n` +
           `Authorization: Bearer ${token}\r\n` +
           `${CLUSTER_HEADER}: ${this.#o.clusterName}\r\n` +
+          `${ACCESS_AS_HEADER}: ${this.#o.accessAs ?? 'passthrough'}\r\n` +
           `${UPSTREAM_HOST_HEADER}: ${this.#o.upstream.host}\r\n` +
           `\r\n`,
       );

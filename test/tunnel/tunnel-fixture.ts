@@ -45,6 +45,16 @@ export interface AgentProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
+/** How {@link TunnelFixture.startAgent} starts an agent. */
+export interface AgentStartOptions {
+  /** The agent token (default: the cluster's). */
+  token?: string;
+  /** `--upstream` (default: the cluster's URL). */
+  upstream?: string;
+  /** More flags (`--access-as impersonate --upstream-token-file …`). */
+  args?: string[];
+}
+
 /** The running topology. */
 export interface TunnelFixture {
   work: string;
@@ -61,7 +71,7 @@ export interface TunnelFixture {
   /** A metric's value (sum over matching samples). */
   metric(name: string, labels?: Record<string, string>): Promise<number>;
   /** Start an agent for `cluster` with `token` (default: the right one); resolves once it is spawned. */
-  startAgent(cluster: string, o?: { token?: string; upstream?: string }): AgentProcess;
+  startAgent(cluster: string, o?: AgentStartOptions): AgentProcess;
   close(): Promise<void>;
 }
 
@@ -72,7 +82,7 @@ export interface TunnelFixture {
 export async function startTunnelFixture(
   clusterPods: Record<string, string[]>,
   clusterOptions: Record<string, (work: string) => Partial<DevClusterOptions>> = {},
-  o: { tls?: boolean } = {},
+  o: { tls?: boolean; authn?: 'passthrough' | 'impersonate' } = {},
 ): Promise<TunnelFixture> {
   const work = mkdtempSync(join(tmpdir(), 'ksp-tunnel-'));
   // With TLS, the proxy's listener and its agent listener share one serving certificate; kubectl
@@ -95,6 +105,7 @@ export async function startTunnelFixture(
     listen: '127.0.0.1:0',
     agentListen: '127.0.0.1:0',
     agentTokenFile: tokenFile,
+    ...(o.authn ? { authn: o.authn } : {}),
     ...(serving ? { tlsCertFile: serving.certFile, tlsPrivateKeyFile: serving.keyFile } : {}),
   });
   const proxy = await startServer(config);
@@ -106,7 +117,7 @@ export async function startTunnelFixture(
   const agents = new Set<AgentProcess>();
   const metrics = async (): Promise<string> => (await get(proxy.url, '/metrics', ca?.cert)).body;
   let n = 0;
-  const startAgent = (cluster: string, o: { token?: string; upstream?: string } = {}): AgentProcess => {
+  const startAgent = (cluster: string, o: AgentStartOptions = {}): AgentProcess => {
     const tokenPath = join(work, `agent-${cluster}-${n++}.token`);
     writeFileSync(tokenPath, `${o.token ?? tokens[cluster]}\n`);
     const child = spawn(
@@ -123,6 +134,7 @@ export async function startTunnelFixture(
         tokenPath,
         '--upstream',
         o.upstream ?? clusters[cluster]!.url,
+        ...(o.args ?? []),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
