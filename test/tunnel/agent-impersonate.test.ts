@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeKubeconfig } from '../../src/kubeconfig.js';
-import { findKubectl, kubectlE2eSkipReason, runKubectl, summary } from '../helpers/kubectl.js';
+import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/http-fixture.js';
+import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
 import { get, startTunnelFixture, type TunnelFixture } from './tunnel-fixture.js';
 
 const skipReason = kubectlE2eSkipReason();
@@ -18,6 +19,7 @@ const AGENT_USER = 'system:serviceaccount:kube-system:kube-stream-proxy-agent';
 describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent (--access-as impersonate)', () => {
   let fx: TunnelFixture;
   let kubeconfigs: Record<'viewer' | 'admin' | 'stranger', string>;
+  let bytes: BytesServer;
   const translated = async (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total', { code: '200' });
   const requestsTo = (path: string) => fx.clusters.secured!.requests.filter((r) => r.url.split('?')[0] === path);
 
@@ -55,10 +57,12 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
       writeKubeconfig(path, { server: `${fx.proxy.url}/clusters/secured`, name, token, caPem: fx.ca!.toString('utf8') });
       return path;
     };
+    bytes = await startBytesServer();
     kubeconfigs = { viewer: kc('viewer', 'viewer-token'), admin: kc('admin', 'admin-token'), stranger: kc('stranger', 'no-such-token') };
   }, 60_000);
 
   afterAll(async () => {
+    await bytes?.close();
     await fx?.close();
   });
 
@@ -121,6 +125,33 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
     expect(echo.code, summary(echo)).toBe(0);
     expect(echo.stdout.toString()).toBe('spdy\n');
     expect(requestsTo('/api/v1/namespaces/default/pods/gamma/exec').at(-1)!.headers['impersonate-user']).toBe('admin');
+  });
+
+  it('admin port-forwards with kubectl 1.33 (the port-forward tunnel); its SPDY request is impersonated', async () => {
+    const tunnelBefore = await fx.metric('apiserver_stream_tunnel_requests_total', { code: '101' });
+    const before = requestsTo('/api/v1/namespaces/default/pods/gamma/portforward').length;
+    const pf = startKubectl(findKubectl('1.33'), ['port-forward', 'pod/gamma', `:${bytes.port}`], { kubeconfig: kubeconfigs.admin, env: {} });
+    try {
+      const m = await pf.waitForOutput(new RegExp(`Forwarding from 127\\.0\\.0\\.1:(\\d+) -> ${bytes.port}\\b`), 30_000);
+      const got = await downloadDigest(`http://127.0.0.1:${m[1]}/bytes/${64 * 1000}?seed=9`);
+      expect({ sha256: got.sha256, byteLength: got.byteLength }).toEqual(bytes.expected(64 * 1000, 9));
+    } finally {
+      await pf.stop('SIGINT', 5_000);
+    }
+    expect((await fx.metric('apiserver_stream_tunnel_requests_total', { code: '101' })) - tunnelBefore).toBe(1);
+    const forwards = requestsTo('/api/v1/namespaces/default/pods/gamma/portforward').slice(before);
+    expect(forwards.length).toBeGreaterThanOrEqual(1);
+    for (const f of forwards) {
+      expect(f.headers.authorization).toBe('Bearer agent-sa-token');
+      expect(f.headers['impersonate-user']).toBe('admin');
+    }
+  });
+
+  it('a caller\'s own impersonation (kubectl --as) is checked by the cluster: admin may not impersonate', async () => {
+    const r = await kubectl('admin', ['--as', 'someone-else', 'get', 'pods']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('users "someone-else" is forbidden: User "admin" cannot impersonate resource "users"');
+    expect(fx.clusters.secured!.requests.some((x) => x.headers['impersonate-user'] === 'someone-else')).toBe(false);
   });
 
   it('an unknown token is refused with 401 (the cluster\'s TokenReview said no)', async () => {
