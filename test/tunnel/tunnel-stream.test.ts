@@ -54,7 +54,7 @@ async function listen<T extends Server | HttpServer>(server: T): Promise<number>
 }
 
 /** The whole tunnel in-process, toward `upstreamUrl`. */
-async function rig(upstreamUrl: string, o: { tls?: boolean } = {}): Promise<Rig> {
+async function rig(upstreamUrl: string, o: { tls?: boolean; impersonate?: { agentToken: string } } = {}): Promise<Rig> {
   const dir = workDir();
   writeFileSync(join(dir, 'tokens.csv'), 'secret,one\n');
   writeFileSync(join(dir, 'token'), 'secret\n');
@@ -75,6 +75,7 @@ async function rig(upstreamUrl: string, o: { tls?: boolean } = {}): Promise<Rig>
     metrics,
     log: quiet,
     ...(tls ? { tls } : {}),
+    ...(o.impersonate ? { authn: 'impersonate' as const } : {}),
   });
   const address = await listener.listen();
   const connected = registry.nextTunnel('one');
@@ -83,7 +84,8 @@ async function rig(upstreamUrl: string, o: { tls?: boolean } = {}): Promise<Rig>
     ...(ca ? { proxyCa: ca } : {}),
     clusterName: 'one',
     tokenFile: join(dir, 'token'),
-    upstream: new Upstream(new URL(upstreamUrl), undefined),
+    upstream: new Upstream(new URL(upstreamUrl), undefined, o.impersonate ? async () => ({ Authorization: `Bearer ${o.impersonate!.agentToken}` }) : undefined),
+    ...(o.impersonate ? { accessAs: 'impersonate' as const } : {}),
     log: quiet,
   });
   cleanups.push(async () => {
@@ -294,6 +296,60 @@ describe('agent tunnel', () => {
     expect((await atServer).toString('latin1')).toBe('abc');
     server.end('HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok');
     expect((await atProxy).toString('latin1')).toBe('HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok');
+  });
+
+  it('--access-as impersonate: the caller\'s Authorization is replaced by the agent\'s, Impersonate-* passes', async () => {
+    const seen: Record<string, string | string[] | undefined>[] = [];
+    const http = createHttpServer((req, res) => {
+      seen.push({ authorization: req.headers.authorization, user: req.headers['impersonate-user'], group: req.headers['impersonate-group'], raw: req.rawHeaders.filter((_, i) => i % 2 === 0) });
+      res.end('ok');
+    });
+    const port = await listen(http);
+    const r = await rig(`http://127.0.0.1:${port}`, { impersonate: { agentToken: 'agent-sa' } });
+    const req = r.route.request({
+      method: 'GET',
+      path: '/api/v1/pods',
+      headers: { Host: r.route.host, Authorization: 'Bearer smuggled-by-a-caller', 'Impersonate-User': 'alice', 'Impersonate-Group': 'devs' },
+    });
+    req.end();
+    const [res] = (await once(req, 'response')) as [NodeJS.ReadableStream & { statusCode: number }];
+    expect((await readAll(res)).toString()).toBe('ok');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ authorization: 'Bearer agent-sa', user: 'alice', group: 'devs' });
+    expect((seen[0]!.raw as string[]).filter((n) => n.toLowerCase() === 'authorization')).toHaveLength(1);
+  });
+
+  it('an agent whose --access-as does not match the proxy\'s --authn is refused with 400 and says why', async () => {
+    const dir = workDir();
+    writeFileSync(join(dir, 'tokens.csv'), 'secret,one\n');
+    writeFileSync(join(dir, 'token'), 'secret\n');
+    const proxyWarnings: string[] = [];
+    const listener = new AgentListener({
+      listen: { host: '127.0.0.1', port: 0 },
+      tokens: new AgentTokenFile(join(dir, 'tokens.csv')),
+      registry: new AgentRegistry(),
+      log: { info: () => {}, warn: (o: object, msg: string) => void proxyWarnings.push(`${msg} ${JSON.stringify(o)}`) },
+    });
+    const address = await listener.listen();
+    let refused!: (m: string) => void;
+    const refusal = new Promise<string>((resolve) => (refused = resolve));
+    const agent = new TunnelAgent({
+      proxyUrl: new URL(`http://${address}`),
+      clusterName: 'one',
+      tokenFile: join(dir, 'token'),
+      upstream: new Upstream(new URL('http://127.0.0.1:1'), undefined, async () => ({ Authorization: 'Bearer x' })),
+      accessAs: 'impersonate',
+      log: { info: () => {}, warn: (o: object, msg: string) => void (msg === 'proxy refused the agent' && refused(JSON.stringify(o))) },
+    });
+    cleanups.push(async () => {
+      await agent.stop();
+      await listener.close();
+    });
+    const logged = JSON.parse(await refusal) as { status: number; message: string };
+    expect(logged.status).toBe(400);
+    expect(logged.message).toContain('the agent\'s --access-as "impersonate" does not match this proxy\'s --authn=passthrough');
+    expect(proxyWarnings.some((w) => w.startsWith('agent refused') && w.includes('"reason":"bad_request"') && w.includes('does not match'))).toBe(true);
+    expect(agent.connected).toBe(false);
   });
 
   it('the agent failing to reach its apiserver is an UpstreamUnreachableError naming the cluster', async () => {
