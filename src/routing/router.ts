@@ -75,6 +75,12 @@ export function primaryRoute(upstream: Upstream, authn: AuthnMode, caller: UserI
   return routeVia(upstream, { authHeaders: async () => ({ ...(await upstream.authHeaders()), ...impersonationHeaders(caller) }) });
 }
 
+/** The 404 of a proxy without a primary upstream for a request no resolver placed. */
+function noUpstreamStatus(req: IncomingMessage): V1Status {
+  const path = (req.url ?? '/').split('?')[0] ?? '/';
+  return errorStatus(404, `the server could not find the requested resource: this proxy has no default upstream; address a cluster as /clusters/NAME${path}`, 'NotFound');
+}
+
 /** Places requests on routes. */
 export class Router {
   readonly #o: RouterOptions;
@@ -90,10 +96,7 @@ export class Router {
       const decision = await resolver.resolve(req, caller);
       if (decision) return decision;
     }
-    if (!this.#o.upstream) {
-      const path = (req.url ?? '/').split('?')[0] ?? '/';
-      return { refuse: errorStatus(404, `the server could not find the requested resource: this proxy has no default upstream; address a cluster as /clusters/NAME${path}`, 'NotFound') };
-    }
+    if (!this.#o.upstream) return { refuse: noUpstreamStatus(req) };
     return { route: primaryRoute(this.#o.upstream, this.#o.authn, caller) };
   }
 
@@ -108,6 +111,8 @@ export class Router {
       const decision = resolver.reviews?.(req);
       if (decision) return decision;
     }
+    // Without a primary upstream the request will get the 404 anyway: no review is made for it.
+    if (!this.#o.upstream) return { refuse: noUpstreamStatus(req) };
     return undefined;
   }
 

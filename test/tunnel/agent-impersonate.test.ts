@@ -162,6 +162,15 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
     expect(anonymous.status).toBe(401);
   });
 
+  it('a request without a cluster prefix gets the 404 (no default upstream) without any review', async () => {
+    const before = fx.clusters.secured!.requests.length;
+    const res = await fetchWithToken('/api/v1/namespaces/default/pods', 'admin-token');
+    expect(res.status).toBe(404);
+    expect(JSON.parse(res.body)).toMatchObject({ kind: 'Status', code: 404, reason: 'NotFound' });
+    expect(res.body).toContain('address a cluster as /clusters/NAME/api/v1/namespaces/default/pods');
+    expect(fx.clusters.secured!.requests.length).toBe(before);
+  });
+
   it.each(['/clusters/secured/metrics', '/clusters/secured/logs/'])('%s (outside the Kubernetes API) is refused by the agent with 403', async (path) => {
     const res = await fetchWithToken(path, 'admin-token');
     expect(res.status).toBe(403);
