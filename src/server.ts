@@ -32,15 +32,13 @@ import { sendStatus } from '../handlers/status-reply.js';
 import { rememberUpgrade } from '../handlers/upgrade-context.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
-import { createProxyApiClient, type ProxyApiClient, type ReviewApi } from './api-client.js';
-import { Authenticator } from './auth/authenticator.js';
-import { Authorizer } from './auth/authorizer.js';
+import { createProxyApiClient, type ProxyApiClient } from './api-client.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
-import { createRequestAuthHook, type Reviewers } from './auth/request-auth.js';
+import { createRequestAuthHook } from './auth/request-auth.js';
+import { reviewersPerCluster } from './auth/reviewers.js';
 import { createWebSocketOriginHook } from './auth/origin-hook.js';
 import { DEFAULT_WEBSOCKET_ALLOWED_ORIGINS } from './auth/websocket-origin.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_UID_HEADERS, DEFAULT_USERNAME_HEADERS } from './auth/request-header.js';
-import { TokenReviewer } from './auth/token-review.js';
 import type { ProxyConfig } from './config.js';
 import { KubeletLocator } from './routing/kubelet/kubelet-locator.js';
 import { Router, type RouteResolver } from './routing/router.js';
@@ -250,19 +248,10 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const router = new Router({ ...(primary ? { upstream: primary } : {}), authn: security?.authn ?? 'passthrough', resolvers });
   // Authentication, then routing. The reviews of impersonate mode go where the route leads: the
   // router says before authentication which cluster reviews the caller (Router.reviewsFor).
-  const clientCa = security?.clientCa ? parseCertificateBundle(security.clientCa) : undefined;
-  const reviewerCache = new WeakMap<ReviewApi, Reviewers>();
-  const reviewersOf = (reviews: ReviewApi): Reviewers => {
-    let r = reviewerCache.get(reviews);
-    if (!r) {
-      r = {
-        authenticator: new Authenticator({ tokens: new TokenReviewer(reviews), ...(clientCa ? { clientCa } : {}), ...(requestHeader ? { requestHeader } : {}) }),
-        authorizer: new Authorizer(reviews),
-      };
-      reviewerCache.set(reviews, r);
-    }
-    return r;
-  };
+  const reviewersOf = reviewersPerCluster({
+    ...(security?.clientCa ? { clientCa: parseCertificateBundle(security.clientCa) } : {}),
+    ...(requestHeader ? { requestHeader } : {}),
+  });
   app.addHook(
     'onRequest',
     createRequestAuthHook({

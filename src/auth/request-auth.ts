@@ -20,6 +20,7 @@ import { errorStatus, type V1Status } from '../status.js';
 import { podStreamAttributes } from '../routing/request-path.js';
 import { UnauthorizedError, type Authenticator } from './authenticator.js';
 import { AuthorizationError, ForbiddenError, type Authorizer } from './authorizer.js';
+import type { Reviewers } from './reviewers.js';
 import { ImpersonationHeaderError, parseImpersonation, stripIdentityHeaders, type StripOptions } from './identity-headers.js';
 import { impersonate } from './impersonation.js';
 import { withWebSocketProtocols } from './websocket-bearer.js';
@@ -46,12 +47,6 @@ export interface RequestAuthOptions {
    */
   reviewersFor?: (req: IncomingMessage) => Reviewers | { refuse: V1Status } | undefined;
   log?: { warn(obj: object, msg: string): void };
-}
-
-/** Who authenticates and authorizes a caller. */
-export interface Reviewers {
-  authenticator: Authenticator;
-  authorizer: Authorizer;
 }
 
 const users = new WeakMap<IncomingMessage, UserInfo>();
