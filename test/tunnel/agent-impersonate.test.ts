@@ -3,11 +3,14 @@
  * caller is authenticated (TokenReview) and authorized (SubjectAccessReview) by THAT cluster's
  * apiserver through the tunnel, with the agent's own token; every request then reaches the apiserver
  * with the agent's token plus `Impersonate-*` for the caller. Real processes on loopback: a TLS proxy,
- * an agent child process, a dev cluster with token authentication and a policy.
+ * an agent child process, a TLS dev cluster (its own CA, verified by the agent) with token
+ * authentication and a policy.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createCa, createServerCert, type CertAndKey } from '../helpers/certs.js';
 import { writeKubeconfig } from '../../src/kubeconfig.js';
 import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/http-fixture.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
@@ -20,10 +23,16 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
   let fx: TunnelFixture;
   let kubeconfigs: Record<'viewer' | 'admin' | 'stranger', string>;
   let bytes: BytesServer;
+  // The cluster's apiserver serves TLS with its own CA: the agent verifies it (--upstream-ca-file).
+  let pkiDir: string;
+  let apiserverCa: CertAndKey;
   const translated = async (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total', { code: '200' });
   const requestsTo = (path: string) => fx.clusters.secured!.requests.filter((r) => r.url.split('?')[0] === path);
 
   beforeAll(async () => {
+    pkiDir = mkdtempSync(join(tmpdir(), 'ksp-apiserver-pki-'));
+    apiserverCa = await createCa(pkiDir, 'secured apiserver CA', 'apiserver-ca');
+    const serving = await createServerCert(pkiDir, apiserverCa, { stem: 'apiserver' });
     fx = await startTunnelFixture(
       { secured: ['gamma'] },
       {
@@ -44,14 +53,17 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
               ],
             }),
           );
-          return { tokenAuthFile: join(work, 'users.csv'), authorizationPolicyFile: join(work, 'policy.json') };
+          return { tokenAuthFile: join(work, 'users.csv'), authorizationPolicyFile: join(work, 'policy.json'), tls: { cert: serving.cert, key: serving.key } };
         },
       },
       { tls: true, authn: 'impersonate' },
     );
     const saToken = join(fx.work, 'agent-sa.token');
     writeFileSync(saToken, 'agent-sa-token\n');
-    await fx.startAgent('secured', { args: ['--access-as', 'impersonate', '--upstream-token-file', saToken] }).waitForOutput(/tunnel established/, 20_000);
+    expect(fx.clusters.secured!.url).toMatch(/^https:/);
+    await fx
+      .startAgent('secured', { args: ['--access-as', 'impersonate', '--upstream-ca-file', apiserverCa.certFile, '--upstream-token-file', saToken] })
+      .waitForOutput(/tunnel established/, 20_000);
     const kc = (name: string, token: string): string => {
       const path = join(fx.work, `kubeconfig-${name}`);
       writeKubeconfig(path, { server: `${fx.proxy.url}/clusters/secured`, name, token, caPem: fx.ca!.toString('utf8') });
@@ -64,6 +76,7 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
   afterAll(async () => {
     await bytes?.close();
     await fx?.close();
+    if (pkiDir) rmSync(pkiDir, { recursive: true, force: true });
   });
 
   const kubectl = (who: keyof typeof kubeconfigs, args: string[], version: '1.27' | '1.33' = '1.33') =>
@@ -182,7 +195,7 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
 
   it('an agent whose --access-as does not match the proxy\'s --authn is refused at connect (400), logged and counted', async () => {
     const before = await fx.metric('kube_stream_proxy_tunnel_agent_refusals_total', { reason: 'bad_request' });
-    const passthrough = fx.startAgent('secured');
+    const passthrough = fx.startAgent('secured', { args: ['--upstream-ca-file', apiserverCa.certFile] });
     const m = await passthrough.waitForOutput(/proxy refused the agent.*/, 20_000);
     expect(m[0]).toContain('"status":400');
     expect(m[0]).toContain('does not match this proxy\'s --authn=impersonate');
