@@ -73,6 +73,53 @@ export interface ProxyApiClient {
   listEndpointSlices(namespace: string, service: string): Promise<EndpointSliceInfo[]>;
 }
 
+/** The reviews the `impersonate` mode makes, wherever they go (the proxy's API, a cluster's tunnel). */
+export type ReviewApi = Pick<ProxyApiClient, 'reviewToken' | 'reviewAccess'>;
+
+/** A TokenReview request body for `token`. */
+export function tokenReviewBody(token: string): { apiVersion: string; kind: string; spec: { token: string } } {
+  return { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } };
+}
+
+/** The `status` of a TokenReview answer, as the shape the authenticator uses (extra keys lower-cased). */
+export interface TokenReviewStatus {
+  authenticated?: boolean;
+  error?: string;
+  user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+}
+
+/** A TokenReview answer's status as a {@link TokenReviewResult}. */
+export function tokenReviewResult(s: TokenReviewStatus | undefined): TokenReviewResult {
+  if (!s?.authenticated || !s.user?.username) return s?.error ? { authenticated: false, error: s.error } : { authenticated: false };
+  const user: UserInfo = { username: s.user.username, groups: s.user.groups ?? [], extra: {} };
+  if (s.user.uid) user.uid = s.user.uid;
+  for (const [k, v] of Object.entries(s.user.extra ?? {})) user.extra[k.toLowerCase()] = [...v];
+  return { authenticated: true, user };
+}
+
+/** A SubjectAccessReview request body: may `user` do `a`? */
+export function subjectAccessReviewBody(user: UserInfo, a: AccessAttributes): { apiVersion: string; kind: string; spec: Record<string, unknown> } {
+  const spec: Record<string, unknown> = { user: user.username, groups: user.groups };
+  if (user.uid !== undefined) spec.uid = user.uid;
+  if (Object.keys(user.extra).length > 0) spec.extra = user.extra;
+  if (a.path !== undefined) spec.nonResourceAttributes = { path: a.path, verb: a.verb };
+  else {
+    const r: Record<string, string> = { verb: a.verb, group: a.group ?? '', resource: a.resource ?? '' };
+    if (a.subresource !== undefined) r.subresource = a.subresource;
+    if (a.namespace !== undefined) r.namespace = a.namespace;
+    if (a.name !== undefined) r.name = a.name;
+    spec.resourceAttributes = r;
+  }
+  return { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec };
+}
+
+/** A SubjectAccessReview answer's status as an {@link AccessDecision} (allowed only if not also denied). */
+export function accessDecision(s: { allowed?: boolean; denied?: boolean; reason?: string; evaluationError?: string } | undefined): AccessDecision {
+  const decision: AccessDecision = { allowed: s?.allowed === true && s.denied !== true, reason: s?.reason ?? '' };
+  if (s?.evaluationError) decision.evaluationError = s.evaluationError;
+  return decision;
+}
+
 /** HTTP status of a client-node ApiException, if it is one. */
 function apiErrorCode(e: unknown): number | undefined {
   const code = (e as { code?: unknown }).code;
@@ -101,31 +148,13 @@ export function createProxyApiClient(loadConfig: () => Promise<KubeConfig>): Pro
   return {
     async reviewToken(token) {
       const { authn } = await get();
-      const review = await authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } });
-      const s = review.status;
-      if (!s?.authenticated || !s.user?.username) return s?.error ? { authenticated: false, error: s.error } : { authenticated: false };
-      const user: UserInfo = { username: s.user.username, groups: s.user.groups ?? [], extra: {} };
-      if (s.user.uid) user.uid = s.user.uid;
-      for (const [k, v] of Object.entries(s.user.extra ?? {})) user.extra[k.toLowerCase()] = [...v];
-      return { authenticated: true, user };
+      const review = await authn.createTokenReview({ body: tokenReviewBody(token) });
+      return tokenReviewResult(review.status);
     },
     async reviewAccess(user, a) {
       const { authz } = await get();
-      const spec: import('@kubernetes/client-node').V1SubjectAccessReviewSpec = { user: user.username, groups: user.groups };
-      if (user.uid !== undefined) spec.uid = user.uid;
-      if (Object.keys(user.extra).length > 0) spec.extra = user.extra;
-      if (a.path !== undefined) spec.nonResourceAttributes = { path: a.path, verb: a.verb };
-      else {
-        spec.resourceAttributes = { verb: a.verb, group: a.group ?? '', resource: a.resource ?? '' };
-        if (a.subresource !== undefined) spec.resourceAttributes.subresource = a.subresource;
-        if (a.namespace !== undefined) spec.resourceAttributes.namespace = a.namespace;
-        if (a.name !== undefined) spec.resourceAttributes.name = a.name;
-      }
-      const review = await authz.createSubjectAccessReview({ body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec } });
-      const s = review.status;
-      const decision: AccessDecision = { allowed: s?.allowed === true && s.denied !== true, reason: s?.reason ?? '' };
-      if (s?.evaluationError) decision.evaluationError = s.evaluationError;
-      return decision;
+      const review = await authz.createSubjectAccessReview({ body: subjectAccessReviewBody(user, a) as import('@kubernetes/client-node').V1SubjectAccessReview });
+      return accessDecision(review.status);
     },
     async readPod(namespace, name) {
       const { core } = await get();

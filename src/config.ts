@@ -14,7 +14,7 @@ import { parseAllowedOrigins, type AllowedOrigins } from './auth/websocket-origi
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
 import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
-import { Upstream, upstreamFromFiles, upstreamFromKubeConfig } from './routing/upstream.js';
+import { Upstream, upstreamFromFiles, upstreamFromKubeConfig, type UpstreamOptions } from './routing/upstream.js';
 import type { APIServiceConfig } from './aggregation/apiservice-config.js';
 import type { ProxyClientCertificate } from './aggregation/apiservice-backend.js';
 import { useTrimmedTokenFiles } from './token-file.js';
@@ -250,7 +250,13 @@ async function kubeConfigFromFiles(flags: ServeFlags): Promise<KubeConfig> {
   return useTrimmedTokenFiles(kc);
 }
 
-async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream?: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
+/**
+ * The upstream from `--upstream` and its `--upstream-*` file flags, or `--kubeconfig` /
+ * `--in-cluster` (optionally with `--upstream` overriding the server), and the KubeConfig for the
+ * API calls made with the same credentials. Shared by `serve` and `agent`. `presentProxyIdentity`:
+ * see {@link UpstreamOptions}.
+ */
+export async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): Promise<{ upstream?: Upstream; apiKubeConfig: () => Promise<KubeConfig> }> {
   const fileFlags = [flags.upstreamCaFile, flags.upstreamTokenFile, flags.upstreamClientCertFile, flags.upstreamClientKeyFile];
   const sources = [flags.kubeconfig !== undefined, flags.inCluster === true].filter(Boolean).length;
   if (sources > 1) throw new ConfigError('--kubeconfig and --in-cluster are mutually exclusive');
@@ -294,7 +300,7 @@ async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boolean): 
 }
 
 /** Parse `--agent-listen` and `--agent-token-file`. */
-function parseAgents(flags: ServeFlags, tls: ListenTls | undefined, authn: AuthnMode): AgentListenConfig | undefined {
+function parseAgents(flags: ServeFlags, tls: ListenTls | undefined): AgentListenConfig | undefined {
   if (flags.agentListen === undefined) {
     if (flags.agentTokenFile !== undefined) throw new ConfigError('--agent-token-file needs --agent-listen');
     return undefined;
@@ -309,9 +315,6 @@ function parseAgents(flags: ServeFlags, tls: ListenTls | undefined, authn: Authn
     throw new ConfigError(`--agent-listen ${flags.agentListen}: plain TCP is allowed only on a loopback address; give --tls-cert-file and --tls-private-key-file`);
   }
   if (flags.agentTokenFile === undefined) throw new ConfigError('--agent-listen needs --agent-token-file (CSV token,cluster-name)');
-  if (authn !== 'passthrough') {
-    throw new ConfigError('--agent-listen: clusters behind agents support --authn=passthrough only so far (impersonation through the agent is not built yet)');
-  }
   return { listen, tokens: new AgentTokenFile(flags.agentTokenFile), ...(tls ? { tls } : {}) };
 }
 
@@ -409,7 +412,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
   const websocketAllowedOrigins = parseAllowedOrigins(flags.websocketAllowedOrigins);
   const securityFlags = parseSecurity(flags, tls !== undefined);
   const { upstream, apiKubeConfig } = await parseUpstream(flags, securityFlags.authn === 'impersonate');
-  const agents = parseAgents(flags, tls, securityFlags.authn);
+  const agents = parseAgents(flags, tls);
   if (!upstream && securityFlags.upstreamMode !== 'apiserver') throw new ConfigError('--upstream-mode=kubelet needs --upstream');
   if (upstream?.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
     securityFlags.warnings.push('kubeconfig insecure-skip-tls-verify: the upstream serving certificate is NOT verified');

@@ -33,14 +33,12 @@ import { rememberUpgrade } from '../handlers/upgrade-context.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import { createProxyApiClient, type ProxyApiClient } from './api-client.js';
-import { Authenticator } from './auth/authenticator.js';
-import { Authorizer } from './auth/authorizer.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
 import { createRequestAuthHook } from './auth/request-auth.js';
+import { reviewersPerCluster } from './auth/reviewers.js';
 import { createWebSocketOriginHook } from './auth/origin-hook.js';
 import { DEFAULT_WEBSOCKET_ALLOWED_ORIGINS } from './auth/websocket-origin.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_UID_HEADERS, DEFAULT_USERNAME_HEADERS } from './auth/request-header.js';
-import { TokenReviewer } from './auth/token-review.js';
 import type { ProxyConfig } from './config.js';
 import { KubeletLocator } from './routing/kubelet/kubelet-locator.js';
 import { Router, type RouteResolver } from './routing/router.js';
@@ -227,6 +225,33 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
       clientCertificates: security?.authn === 'impersonate' && security.clientCa !== undefined,
     }),
   );
+  const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet, app.log) : undefined;
+  if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
+  const aggregator = aggregation ? startAggregator(aggregation, { authn: security?.authn ?? 'passthrough', registry, app, ...(api ? { api } : {}), ...options.aggregatorIntervals }) : undefined;
+  // Every request that goes upstream gets its route here (src/routing/), after authentication.
+  const resolvers: RouteResolver[] = [];
+  let agentListener: AgentListener | undefined;
+  let agents: AgentRegistry | undefined;
+  if (config.agents) {
+    // Clusters behind agents come first: a /clusters/NAME request never reaches the primary upstream.
+    const registry = new AgentRegistry(metrics);
+    agents = registry;
+    resolvers.push(new ClusterResolver({ registry, metrics, authn: security?.authn ?? 'passthrough' }));
+    agentListener = new AgentListener({ ...config.agents, registry, metrics, log: app.log, authn: security?.authn ?? 'passthrough' });
+    const listener = agentListener;
+    app.addHook('onClose', async () => {
+      await Promise.all([listener.close(), registry.closeAll(AGENT_TUNNEL_CLOSE_GRACE_MS)]);
+    });
+  }
+  if (aggregator) resolvers.push(aggregator);
+  if (kubeletLocator) resolvers.push(kubeletLocator);
+  const router = new Router({ ...(primary ? { upstream: primary } : {}), authn: security?.authn ?? 'passthrough', resolvers });
+  // Authentication, then routing. The reviews of impersonate mode go where the route leads: the
+  // router says before authentication which cluster reviews the caller (Router.reviewsFor).
+  const reviewersOf = reviewersPerCluster({
+    ...(security?.clientCa ? { clientCa: parseCertificateBundle(security.clientCa) } : {}),
+    ...(requestHeader ? { requestHeader } : {}),
+  });
   app.addHook(
     'onRequest',
     createRequestAuthHook({
@@ -237,37 +262,16 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
       ownPaths,
       ...(api && security?.authn === 'impersonate'
         ? {
-            authenticator: new Authenticator({
-              tokens: new TokenReviewer(api),
-              ...(security.clientCa ? { clientCa: parseCertificateBundle(security.clientCa) } : {}),
-              ...(requestHeader ? { requestHeader } : {}),
-            }),
-            authorizer: new Authorizer(api),
+            ...reviewersOf(api),
+            // A request whose route leads to another cluster (behind an agent) is reviewed there.
+            reviewersFor: (req: IncomingMessage) => {
+              const placed = router.reviewsFor(req);
+              return placed && 'reviews' in placed ? reviewersOf(placed.reviews) : placed;
+            },
           }
         : {}),
     }),
   );
-  const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet, app.log) : undefined;
-  if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
-  const aggregator = aggregation ? startAggregator(aggregation, { authn: security?.authn ?? 'passthrough', registry, app, ...(api ? { api } : {}), ...options.aggregatorIntervals }) : undefined;
-  // After authentication: every request that goes upstream gets its route here (src/routing/).
-  const resolvers: RouteResolver[] = [];
-  let agentListener: AgentListener | undefined;
-  let agents: AgentRegistry | undefined;
-  if (config.agents) {
-    // Clusters behind agents come first: a /clusters/NAME request never reaches the primary upstream.
-    const registry = new AgentRegistry(metrics);
-    agents = registry;
-    resolvers.push(new ClusterResolver(registry, metrics));
-    agentListener = new AgentListener({ ...config.agents, registry, metrics, log: app.log });
-    const listener = agentListener;
-    app.addHook('onClose', async () => {
-      await Promise.all([listener.close(), registry.closeAll(AGENT_TUNNEL_CLOSE_GRACE_MS)]);
-    });
-  }
-  if (aggregator) resolvers.push(aggregator);
-  if (kubeletLocator) resolvers.push(kubeletLocator);
-  const router = new Router({ ...(primary ? { upstream: primary } : {}), authn: security?.authn ?? 'passthrough', resolvers });
   const fallback: Route = primary ?? unavailableRoute('no default upstream');
   app.addHook('onRequest', router.hook(ownPaths));
 

@@ -8,17 +8,19 @@
  *   checked (403), every pod streaming request is authorized with a SubjectAccessReview for `create`
  *   on `pods/exec|attach|portforward`, GET WebSocket upgrades included (403 before any upgrade); then
  *   the caller's identity lines are removed and the verified user is kept for the router
- *   (`src/routing/`), which presents it to the backend its route leads to.
+ *   (`src/routing/`), which presents it to the backend its route leads to. The reviews go where the
+ *   request's route leads (`reviewersFor`): a cluster behind an agent reviews its own callers.
  *
  * The proxy's own endpoints (`/healthz`, `/livez`, `/readyz`, `/metrics`) are not authenticated.
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sendStatus } from '../../handlers/status-reply.js';
-import { errorStatus } from '../status.js';
+import { errorStatus, type V1Status } from '../status.js';
 import { podStreamAttributes } from '../routing/request-path.js';
 import { UnauthorizedError, type Authenticator } from './authenticator.js';
 import { AuthorizationError, ForbiddenError, type Authorizer } from './authorizer.js';
+import type { Reviewers } from './reviewers.js';
 import { ImpersonationHeaderError, parseImpersonation, stripIdentityHeaders, type StripOptions } from './identity-headers.js';
 import { impersonate } from './impersonation.js';
 import { withWebSocketProtocols } from './websocket-bearer.js';
@@ -35,9 +37,15 @@ export interface RequestAuthOptions {
   requestHeaderPrefixes: readonly string[];
   /** Paths served by the proxy itself, never authenticated. */
   ownPaths: readonly string[];
-  /** impersonate mode only. */
+  /** impersonate mode only: the reviewers of the proxy's own API. */
   authenticator?: Authenticator;
   authorizer?: Authorizer;
+  /**
+   * impersonate mode: the reviewers of the cluster `req` leads to when that is not the proxy's own
+   * API (the route's reviews, `Router.reviewsFor`), or the Status refusing the request (that
+   * cluster is unavailable); undefined = {@link authenticator} and {@link authorizer}.
+   */
+  reviewersFor?: (req: IncomingMessage) => Reviewers | { refuse: V1Status } | undefined;
   log?: { warn(obj: object, msg: string): void };
 }
 
@@ -68,8 +76,10 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
       stripRequestIdentity(req, passthroughStrip);
       return undefined;
     }
-    const authenticator = o.authenticator!;
-    const authorizer = o.authorizer!;
+    const placed = o.reviewersFor?.(req);
+    if (placed && 'refuse' in placed) return sendStatus(res, placed.refuse);
+    const authenticator = placed?.authenticator ?? o.authenticator!;
+    const authorizer = placed?.authorizer ?? o.authorizer!;
     let user: UserInfo;
     try {
       const caller = await authenticator.authenticate(req);

@@ -12,6 +12,7 @@
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { request as httpRequest } from 'node:http';
+import type { ReviewApi } from '../api-client.js';
 import { UpstreamUnreachableError } from '../errors.js';
 import type { AuthHeaders, Upstream } from './upstream.js';
 
@@ -45,6 +46,13 @@ export interface Route {
   readonly rejectRedirects?: boolean;
   /** Called once with the status answered to the caller (101 for an upgrade), for per-route request counts. */
   observe?(code: number): void;
+  /**
+   * Where `--authn impersonate` authenticates and authorizes a caller of this route (TokenReview,
+   * SubjectAccessReview): the cluster the route leads to. Absent: the proxy's own API (the primary
+   * upstream's cluster, which also fronts its kubelets and aggregated APIs). One object per cluster,
+   * so review caches are per cluster.
+   */
+  readonly reviews?: ReviewApi;
 }
 
 const routes = new WeakMap<IncomingMessage, Route>();

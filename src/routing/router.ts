@@ -14,10 +14,15 @@
  *
  * A resolver may also refuse a request with a Status (pod not found, APIService unavailable), which
  * is answered before any upgrade. Handlers and proxies then read the route with `routeOf(req)`.
+ *
+ * In `--authn impersonate` the caller is reviewed where its route leads: before authentication the
+ * authentication hook asks {@link Router.reviewsFor}, which the resolvers of other clusters answer
+ * with their route's {@link Route.reviews} (a cluster behind an agent: reviews through its tunnel).
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sendStatus } from '../../handlers/status-reply.js';
+import type { ReviewApi } from '../api-client.js';
 import { authenticatedUserOf, type AuthnMode } from '../auth/request-auth.js';
 import { impersonationHeaders } from '../auth/identity-headers.js';
 import type { UserInfo } from '../auth/user-info.js';
@@ -28,6 +33,9 @@ import type { Upstream } from './upstream.js';
 /** A resolver's answer: the route, or the Status refusing the request. */
 export type RouteDecision = { route: Route } | { refuse: V1Status };
 
+/** Where a caller's reviews go: the route's cluster ({@link Route.reviews}), or the Status refusing the request. */
+export type ReviewDecision = { reviews: ReviewApi } | { refuse: V1Status };
+
 /** One way of placing requests. */
 export interface RouteResolver {
   /**
@@ -35,6 +43,13 @@ export interface RouteResolver {
    * resolver does not place it. Rejects only on an internal failure (answered 500).
    */
   resolve(req: IncomingMessage, caller: UserInfo | undefined): Promise<RouteDecision | undefined> | RouteDecision | undefined;
+  /**
+   * For a resolver whose routes lead to another cluster than the proxy's own API: that cluster's
+   * {@link Route.reviews} for `req`, decided before authentication from what the request names
+   * (no caller yet), or the refusal its route would get. Undefined when this resolver does not place
+   * `req` (or its routes are reviewed by the proxy's own API).
+   */
+  reviews?(req: IncomingMessage): ReviewDecision | undefined;
 }
 
 /** What the router needs. */
@@ -60,6 +75,12 @@ export function primaryRoute(upstream: Upstream, authn: AuthnMode, caller: UserI
   return routeVia(upstream, { authHeaders: async () => ({ ...(await upstream.authHeaders()), ...impersonationHeaders(caller) }) });
 }
 
+/** The 404 of a proxy without a primary upstream for a request no resolver placed. */
+function noUpstreamStatus(req: IncomingMessage): V1Status {
+  const path = (req.url ?? '/').split('?')[0] ?? '/';
+  return errorStatus(404, `the server could not find the requested resource: this proxy has no default upstream; address a cluster as /clusters/NAME${path}`, 'NotFound');
+}
+
 /** Places requests on routes. */
 export class Router {
   readonly #o: RouterOptions;
@@ -75,11 +96,24 @@ export class Router {
       const decision = await resolver.resolve(req, caller);
       if (decision) return decision;
     }
-    if (!this.#o.upstream) {
-      const path = (req.url ?? '/').split('?')[0] ?? '/';
-      return { refuse: errorStatus(404, `the server could not find the requested resource: this proxy has no default upstream; address a cluster as /clusters/NAME${path}`, 'NotFound') };
-    }
+    if (!this.#o.upstream) return { refuse: noUpstreamStatus(req) };
     return { route: primaryRoute(this.#o.upstream, this.#o.authn, caller) };
+  }
+
+  /**
+   * Where the caller of `req` is reviewed: the first resolver that places the request's reviews
+   * (a cluster behind an agent), else undefined (the proxy's own API). The authentication hook asks
+   * this before it authenticates, so a caller of `/clusters/NAME/…` is authenticated and
+   * authorized by cluster NAME's apiserver, through its tunnel.
+   */
+  reviewsFor(req: IncomingMessage): ReviewDecision | undefined {
+    for (const resolver of this.#o.resolvers ?? []) {
+      const decision = resolver.reviews?.(req);
+      if (decision) return decision;
+    }
+    // Without a primary upstream the request will get the 404 anyway: no review is made for it.
+    if (!this.#o.upstream) return { refuse: noUpstreamStatus(req) };
+    return undefined;
   }
 
   /**

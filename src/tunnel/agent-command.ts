@@ -1,37 +1,57 @@
 /**
  * `kube-stream-proxy agent`: the flags, validated once, and the long-running agent. The apiserver
- * is given as `--upstream URL` with the same trust flags as `serve` (`--upstream-ca-file`,
- * `--upstream-insecure-skip-tls-verify`); in passthrough the agent adds no credentials of its own.
+ * and the agent's own credentials come as `serve` takes them (`--upstream` with `--upstream-ca-file`
+ * and the token / client-certificate file flags, `--kubeconfig`, or `--in-cluster`: the same code,
+ * `parseUpstream` of `src/config.ts`). `--access-as` says whose credentials the apiserver sees:
+ * the caller's (passthrough: the agent adds none) or the agent's own plus the proxy's
+ * `Impersonate-*` (impersonate).
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { isLoopbackHost } from '../config.js';
+import { isLoopbackHost, parseUpstream } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { upstreamFromFiles } from '../routing/upstream.js';
 import { TunnelAgent, type AgentLogger, type TunnelAgentOptions } from './agent.js';
+import type { AccessAs } from './agent-request.js';
 import { isValidClusterName } from './protocol.js';
 
 /** The `agent --help` text. */
 export const AGENT_USAGE = `kube-stream-proxy agent: runs next to a cluster's apiserver, dials OUT to the proxy's agent
 listener (serve --agent-listen) and carries the proxy's requests for /clusters/NAME/... to the
-apiserver, streams (exec, attach, cp, port-forward) included. See docs/agent.md.
+apiserver, streams (exec, attach, cp, port-forward) included. It serves one request per tunnel
+stream, only inside the Kubernetes API (/api, /apis, /version, /openapi/..., /healthz, /livez,
+/readyz; anything else gets 403), and checks for the apiserver's 101 before relaying an upgrade's
+raw bytes. See docs/agent.md.
 
 Usage:
-  kube-stream-proxy agent --proxy-url URL --cluster-name NAME --token-file PATH --upstream URL [flags]
+  kube-stream-proxy agent --proxy-url URL --cluster-name NAME --token-file PATH
+                          (--upstream URL | --kubeconfig PATH | --in-cluster) [flags]
 
 Flags:
   --proxy-url URL                     The proxy's agent listener: https://HOST:PORT (http:// only on loopback).
   --proxy-ca-file PATH                PEM CA verifying the proxy's serving certificate (default: system roots).
   --cluster-name NAME                 The cluster this agent serves (DNS-1123 name; clients use /clusters/NAME).
   --token-file PATH                   The agent token (a line of the proxy's --agent-token-file); re-read on every connect.
-  --upstream URL                      The cluster's apiserver (http or https).
+  --access-as MODE                    passthrough (default): the caller's own credentials reach the apiserver, the
+                                      agent adds none. impersonate: the agent removes the caller's Authorization and
+                                      sends its own credentials with the proxy's Impersonate-* headers; the proxy
+                                      must run --authn=impersonate (a mismatch is refused at connect). The agent's
+                                      identity needs RBAC: impersonate users/groups/serviceaccounts/userextras/uids,
+                                      and create tokenreviews and subjectaccessreviews.
+  --upstream URL                      The cluster's apiserver (http or https); with --kubeconfig/--in-cluster it
+                                      overrides the server.
   --upstream-ca-file PATH             PEM CA bundle to verify the apiserver.
+  --upstream-token-file PATH          The agent's bearer token (impersonate only), re-read every minute.
+  --upstream-client-cert-file PATH    The agent's client certificate (impersonate only), with
+  --upstream-client-key-file PATH     its key.
   --upstream-insecure-skip-tls-verify Do not verify the apiserver's certificate (logged as a warning).
+  --kubeconfig PATH                   The apiserver and the agent's credentials from a kubeconfig (current context).
+  --in-cluster                        The apiserver and the agent's service account from the pod: KUBERNETES_SERVICE_HOST/PORT,
+                                      the service-account CA, and its token (re-read: projected tokens rotate).
   -h, --help                          Show this help.
 `;
 
 /** Parse the `agent` flags into the agent's options (files read). Throws ConfigError naming the flag. */
-export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true } | { help: false; options: TunnelAgentOptions } {
+export async function parseAgentArgs(argv: string[], log: AgentLogger): Promise<{ help: true } | { help: false; options: TunnelAgentOptions }> {
   let values;
   try {
     ({ values } = parseArgs({
@@ -41,9 +61,15 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
         'proxy-ca-file': { type: 'string' },
         'cluster-name': { type: 'string' },
         'token-file': { type: 'string' },
+        'access-as': { type: 'string' },
         upstream: { type: 'string' },
         'upstream-ca-file': { type: 'string' },
+        'upstream-token-file': { type: 'string' },
+        'upstream-client-cert-file': { type: 'string' },
+        'upstream-client-key-file': { type: 'string' },
         'upstream-insecure-skip-tls-verify': { type: 'boolean', default: false },
+        kubeconfig: { type: 'string' },
+        'in-cluster': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -75,13 +101,37 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
   } catch (e) {
     throw new ConfigError(`--token-file: ${tokenFile}: ${(e as Error).message}`);
   }
-  const upstream = upstreamFromFiles({
-    url: need('--upstream', values.upstream),
-    caFile: values['upstream-ca-file'],
-    insecureSkipTlsVerify: values['upstream-insecure-skip-tls-verify'],
-  });
-  if (values['upstream-insecure-skip-tls-verify']) log.warn({}, '--upstream-insecure-skip-tls-verify: the apiserver serving certificate is NOT verified');
-  const options: TunnelAgentOptions = { proxyUrl, clusterName, tokenFile, upstream, log };
+  const accessAs = (values['access-as'] ?? 'passthrough') as AccessAs;
+  if (accessAs !== 'passthrough' && accessAs !== 'impersonate') throw new ConfigError(`--access-as: want passthrough or impersonate, got ${JSON.stringify(values['access-as'])}`);
+  const credentialFlags = [values['upstream-token-file'], values['upstream-client-cert-file'], values['upstream-client-key-file']];
+  const fromKubeConfig = values.kubeconfig !== undefined || values['in-cluster'];
+  if (accessAs === 'passthrough' && credentialFlags.some((f) => f !== undefined)) {
+    throw new ConfigError('--upstream-token-file and --upstream-client-*-file need --access-as impersonate: in passthrough the agent adds no credentials of its own');
+  }
+  if (accessAs === 'impersonate' && !fromKubeConfig && credentialFlags.every((f) => f === undefined)) {
+    throw new ConfigError('--access-as impersonate needs the agent\'s own credentials: --upstream-token-file, --upstream-client-cert-file/--upstream-client-key-file, --kubeconfig or --in-cluster');
+  }
+  if (values.upstream === undefined && !fromKubeConfig) throw new ConfigError('--upstream URL (or --kubeconfig / --in-cluster) is required');
+  // The agent's own identity (client certificate) goes on its apiserver connections only when it
+  // acts with it: impersonate. In passthrough a kubeconfig gives the server and the CA only.
+  const { upstream } = await parseUpstream(
+    {
+      ...(values.upstream !== undefined ? { upstream: values.upstream } : {}),
+      ...(values['upstream-ca-file'] !== undefined ? { upstreamCaFile: values['upstream-ca-file'] } : {}),
+      ...(values['upstream-token-file'] !== undefined ? { upstreamTokenFile: values['upstream-token-file'] } : {}),
+      ...(values['upstream-client-cert-file'] !== undefined ? { upstreamClientCertFile: values['upstream-client-cert-file'] } : {}),
+      ...(values['upstream-client-key-file'] !== undefined ? { upstreamClientKeyFile: values['upstream-client-key-file'] } : {}),
+      ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}),
+      ...(values['in-cluster'] ? { inCluster: true } : {}),
+      upstreamInsecureSkipTlsVerify: values['upstream-insecure-skip-tls-verify'],
+    },
+    accessAs === 'impersonate',
+  );
+  if (!upstream) throw new ConfigError('--upstream URL (or --kubeconfig / --in-cluster) is required');
+  if (values['upstream-insecure-skip-tls-verify'] || (upstream.tls && !upstream.tls.rejectUnauthorized)) {
+    log.warn({}, 'the apiserver serving certificate is NOT verified (--upstream-insecure-skip-tls-verify or kubeconfig insecure-skip-tls-verify)');
+  }
+  const options: TunnelAgentOptions = { proxyUrl, clusterName, tokenFile, upstream, accessAs, log };
   if (values['proxy-ca-file'] !== undefined) {
     try {
       options.proxyCa = readFileSync(values['proxy-ca-file']);
@@ -105,7 +155,7 @@ export async function agentCommand(argv: string[]): Promise<number | void> {
   const log = stderrLogger();
   let parsed;
   try {
-    parsed = parseAgentArgs(argv, log);
+    parsed = await parseAgentArgs(argv, log);
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`kube-stream-proxy agent: ${e.message}\n\n${AGENT_USAGE}`);
@@ -116,7 +166,7 @@ export async function agentCommand(argv: string[]): Promise<number | void> {
     return 0;
   }
   const agent = new TunnelAgent(parsed.options);
-  process.stdout.write(`kube-stream-proxy agent for cluster ${parsed.options.clusterName}: proxy ${parsed.options.proxyUrl.origin}, upstream ${parsed.options.upstream.url.origin}\n`);
+  process.stdout.write(`kube-stream-proxy agent for cluster ${parsed.options.clusterName}: proxy ${parsed.options.proxyUrl.origin}, upstream ${parsed.options.upstream.url.origin}, access as ${parsed.options.accessAs ?? 'passthrough'}\n`);
   const stop = (): void => {
     agent.stop().then(
       () => process.exit(0),

@@ -18,7 +18,9 @@ import type { AgentRegistry } from './agent-registry.js';
 import type { AgentTokenFile } from './agent-tokens.js';
 import { keepTunnelAlive } from './keepalive.js';
 import { jsStreamOver } from './socket-stream.js';
+import type { AuthnMode } from '../auth/request-auth.js';
 import {
+  ACCESS_AS_HEADER,
   AGENT_CONNECT_PATH,
   CLUSTER_HEADER,
   isValidClusterName,
@@ -43,6 +45,8 @@ export interface AgentListenerOptions {
   registry: AgentRegistry;
   metrics?: TunnelMetrics;
   log: TunnelLogger;
+  /** `--authn`: every agent's `--access-as` must match it (default passthrough). */
+  authn?: AuthnMode;
 }
 
 /** The agent listener. */
@@ -108,6 +112,15 @@ export class AgentListener {
     if (this.#o.tokens.lastError) this.#o.log.warn({ path: this.#o.tokens.path, err: this.#o.tokens.lastError }, 'agent token file not re-read; using the last good one');
     if (tokenCluster === undefined) return refuse(401, 'unauthorized', 'Unauthorized: unknown agent token');
     if (tokenCluster !== cluster) return refuse(403, 'forbidden', `Forbidden: the agent token is not valid for cluster "${cluster}"`);
+    const accessAs = req.headers[ACCESS_AS_HEADER.toLowerCase()] ?? 'passthrough';
+    const authn = this.#o.authn ?? 'passthrough';
+    if (accessAs !== authn) {
+      return refuse(
+        400,
+        'bad_request',
+        `the agent's --access-as ${JSON.stringify(accessAs)} does not match this proxy's --authn=${authn}: run the agent with --access-as ${authn}`,
+      );
+    }
     const upstreamHostHeader = req.headers[UPSTREAM_HOST_HEADER.toLowerCase()];
     const upstreamHost = typeof upstreamHostHeader === 'string' && /^[A-Za-z0-9.:[\]-]+$/.test(upstreamHostHeader) ? upstreamHostHeader : cluster;
     this.#accept(req, socket, head, cluster, upstreamHost);

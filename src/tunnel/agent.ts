@@ -21,7 +21,9 @@ import { reconnectDelayMs, RECONNECT_RESET_AFTER_MS } from './backoff.js';
 import { keepTunnelAlive } from './keepalive.js';
 import { jsStreamOver } from './socket-stream.js';
 import { serveTunnelStream } from './agent-stream.js';
+import type { AccessAs } from './agent-request.js';
 import {
+  ACCESS_AS_HEADER,
   AGENT_CONNECT_PATH,
   CLUSTER_HEADER,
   TUNNEL_HTTP2_OPTIONS,
@@ -50,6 +52,8 @@ export interface TunnelAgentOptions {
   tokenFile: string;
   /** The cluster's apiserver: every tunnel stream is connected here. */
   upstream: Upstream;
+  /** `--access-as` (default passthrough): told to the proxy at connect, applied to every request. */
+  accessAs?: AccessAs;
   log: AgentLogger;
   /** Random source for the backoff jitter (tests). */
   random?: () => number;
@@ -154,6 +158,7 @@ export class TunnelAgent {
           `Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}\r\n` +
           `Authorization: Bearer ${token}\r\n` +
           `${CLUSTER_HEADER}: ${this.#o.clusterName}\r\n` +
+          `${ACCESS_AS_HEADER}: ${this.#o.accessAs ?? 'passthrough'}\r\n` +
           `${UPSTREAM_HOST_HEADER}: ${this.#o.upstream.host}\r\n` +
           `\r\n`,
       );
@@ -190,7 +195,8 @@ export class TunnelAgent {
     this.#o.log.info({ proxy: this.#o.proxyUrl.origin, cluster: this.#o.clusterName }, 'tunnel established');
     session.on('error', (err) => this.#o.log.info({ err: err.message }, 'tunnel error'));
     session.once('localSettings', () => session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES));
-    session.on('stream', (stream, headers) => serveTunnelStream(stream, headers, this.#o));
+    const streamContext = { upstream: this.#o.upstream, clusterName: this.#o.clusterName, accessAs: this.#o.accessAs ?? 'passthrough', log: this.#o.log } as const;
+    session.on('stream', (stream, headers) => serveTunnelStream(stream, headers, streamContext));
     keepTunnelAlive(session, {
       ...(this.#o.pingIntervalMs !== undefined ? { intervalMs: this.#o.pingIntervalMs } : {}),
       onDead: (reason) => this.#o.log.warn({ reason }, 'tunnel dead'),

@@ -5,11 +5,18 @@
  * stream error, destroys the socket; a socket error or abrupt close resets the stream with CANCEL).
  */
 import { constants as h2, type ServerHttp2Stream } from 'node:http2';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Transform } from 'node:stream';
 
-/** Relay `stream` ↔ `socket` until both are done. Returns a promise settled when both are closed. */
-export function relayTunnelStream(stream: ServerHttp2Stream, socket: Duplex): Promise<void> {
-  stream.pipe(socket);
+/**
+ * Relay `stream` ↔ `socket` until both are done. Returns a promise settled when both are closed.
+ * `toSocket`, when given, sits between the stream and the socket (the agent's body framer: it passes
+ * one request body and drops what follows); its end still carries the stream's half-close.
+ */
+export function relayTunnelStream(stream: ServerHttp2Stream, socket: Duplex, toSocket?: Transform): Promise<void> {
+  if (toSocket) {
+    toSocket.on('error', () => socket.destroy());
+    stream.pipe(toSocket).pipe(socket);
+  } else stream.pipe(socket);
   socket.pipe(stream);
   const streamClosed = new Promise<void>((resolve) => stream.once('close', resolve));
   const socketClosed = new Promise<void>((resolve) => socket.once('close', resolve));

@@ -5,15 +5,15 @@
  * 1. The agent dials the proxy's agent listener (TLS; plain TCP only on loopback) and sends one
  *    HTTP/1.1 request: `GET /agent/connect` with `Connection: Upgrade`,
  *    `Upgrade: kube-stream-proxy-tunnel`, `Authorization: Bearer <agent token>` and
- *    `Kube-Stream-Proxy-Cluster: <name>`.
+ *    `Kube-Stream-Proxy-Cluster: <name>` and `Kube-Stream-Proxy-Access-As: passthrough|impersonate`.
  * 2. The proxy answers `101 Switching Protocols` (token valid for that cluster) or a Kubernetes
  *    Status (401/403/400) and closes.
  * 3. After the 101 the same connection carries HTTP/2 with the roles reversed: the agent, which
  *    dialed, is the HTTP/2 server (`http2.performServerHandshake`); the proxy is the client.
  * 4. Per proxied connection the proxy opens one stream `:method CONNECT`; the agent dials its own
  *    apiserver (never an address the proxy names) and answers `:status 200`, or `502` with a reason
- *    when that dial fails. The stream then carries the HTTP/1.1 bytes both ways; END_STREAM is a
- *    half-close, RST_STREAM a reset.
+ *    when that dial fails. The stream then carries ONE HTTP/1.1 request and its answer (after a
+ *    101, the upgraded bytes) both ways; END_STREAM is a half-close, RST_STREAM a reset.
  */
 
 /** The request-target of the agent's connect request. */
@@ -51,6 +51,14 @@ export const MAX_CLUSTER_NAME_LENGTH = 253;
 export function isValidClusterName(name: string): boolean {
   return name.length > 0 && name.length <= MAX_CLUSTER_NAME_LENGTH && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(name);
 }
+
+/**
+ * The header stating the agent's `--access-as` (`passthrough` or `impersonate`; absent means
+ * passthrough). The proxy refuses a tunnel whose mode does not match its `--authn` (400): an
+ * impersonating agent behind a passthrough proxy would lend its service account to every caller,
+ * and a passthrough agent behind an impersonating proxy would send requests without credentials.
+ */
+export const ACCESS_AS_HEADER = 'Kube-Stream-Proxy-Access-As';
 
 /** The header carrying the `Host` the agent's apiserver expects (the proxy sends it on every request). */
 export const UPSTREAM_HOST_HEADER = 'Kube-Stream-Proxy-Upstream-Host';

@@ -8,6 +8,7 @@ import { request as httpRequest, type ClientRequest, type RequestOptions } from 
 import type { Duplex } from 'node:stream';
 import { UpstreamUnreachableError } from '../errors.js';
 import type { TunnelMetrics } from '../metrics.js';
+import type { ReviewApi } from '../api-client.js';
 import type { Route } from '../routing/route.js';
 import type { AuthHeaders } from '../routing/upstream.js';
 import type { AgentRegistry } from './agent-registry.js';
@@ -21,17 +22,28 @@ export interface ClusterTunnelRouteOptions {
   /** The `Host` the cluster's apiserver expects (the agent told us at connect). */
   upstreamHost: string;
   metrics?: TunnelMetrics;
+  /**
+   * `--authn impersonate`: the verified caller's `Impersonate-*` lines, set on every request of the
+   * route (plain, upgrade, the translator's SPDY leg, the port-forward tunnel); the agent adds its
+   * own credentials. Absent in passthrough (the caller's own credentials ride through) and on the
+   * review route (the reviews are the agent's own calls).
+   */
+  identity?: AuthHeaders;
+  /** See {@link Route.reviews}: the cluster's reviews, through this same tunnel. */
+  reviews?: ReviewApi;
 }
 
-/** A route through a cluster's agent tunnel. Passthrough: the caller's credentials ride through. */
+/** A route through a cluster's agent tunnel. */
 export class ClusterTunnelRoute implements Route {
   readonly name: string;
   readonly url: URL;
   readonly host: string;
+  readonly reviews?: ReviewApi;
   readonly #o: ClusterTunnelRouteOptions;
 
   constructor(o: ClusterTunnelRouteOptions) {
     this.#o = o;
+    if (o.reviews) this.reviews = o.reviews;
     this.name = `cluster/${o.cluster}`;
     this.host = o.upstreamHost;
     this.url = new URL(`https://${o.upstreamHost}/`);
@@ -42,9 +54,9 @@ export class ClusterTunnelRoute implements Route {
     return targetInCluster(requestUrl);
   }
 
-  /** None: in passthrough the caller's own `Authorization` reaches the cluster's apiserver. */
+  /** The caller's `Impersonate-*` lines in impersonate mode; none in passthrough (its own `Authorization` rides through). */
   async callerAuthHeaders(): Promise<AuthHeaders> {
-    return {};
+    return this.#o.identity ?? {};
   }
 
   /** One tunnel stream, connected by the agent to its apiserver. */
@@ -63,7 +75,9 @@ export class ClusterTunnelRoute implements Route {
 
   /**
    * A plain request over its own tunnel stream (no pooling: one stream per request, closed with
-   * the response, which HTTP/2 makes cheap).
+   * the response, which HTTP/2 makes cheap). Without an `agent`, Node's client never reuses the
+   * connection (`Connection: close`), so a stream never carries a second request; the agent
+   * serves one request per stream regardless.
    */
   request(options: Pick<RequestOptions, 'method' | 'path' | 'headers'>): ClientRequest {
     return httpRequest({

@@ -48,6 +48,16 @@ export interface AgentProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
+/** How {@link TunnelFixture.startAgent} starts an agent. */
+export interface AgentStartOptions {
+  /** The agent token (default: the cluster's). */
+  token?: string;
+  /** `--upstream` (default: the cluster's URL). */
+  upstream?: string;
+  /** More flags (`--access-as impersonate --upstream-token-file …`). */
+  args?: string[];
+}
+
 /** The proxy as a child process (`serve --listen … --agent-listen …`), which a test may kill and restart. */
 export interface ProxyProcess {
   /** The client listener's base URL (the same after a restart). */
@@ -84,7 +94,7 @@ export interface TunnelFixture<P extends { url: string; agentUrl?: string; close
   /** A metric's value (sum over matching samples). */
   metric(name: string, labels?: Record<string, string>): Promise<number>;
   /** Start an agent for `cluster` with `token` (default: the right one); resolves once it is spawned. */
-  startAgent(cluster: string, o?: { token?: string; upstream?: string }): AgentProcess;
+  startAgent(cluster: string, o?: AgentStartOptions): AgentProcess;
   close(): Promise<void>;
 }
 
@@ -202,17 +212,17 @@ async function startProxyProcess(args: string[]): Promise<ProxyProcess> {
 export async function startTunnelFixture(
   clusterPods: Record<string, string[]>,
   clusterOptions?: Record<string, (work: string) => Partial<DevClusterOptions>>,
-  o?: { tls?: boolean; proxyProcess?: false },
+  o?: { tls?: boolean; proxyProcess?: false; authn?: 'passthrough' | 'impersonate' },
 ): Promise<TunnelFixture>;
 export async function startTunnelFixture(
   clusterPods: Record<string, string[]>,
   clusterOptions: Record<string, (work: string) => Partial<DevClusterOptions>>,
-  o: { tls?: boolean; proxyProcess: true },
+  o: { tls?: boolean; proxyProcess: true; authn?: 'passthrough' | 'impersonate' },
 ): Promise<TunnelFixture<ProxyProcess>>;
 export async function startTunnelFixture(
   clusterPods: Record<string, string[]>,
   clusterOptions: Record<string, (work: string) => Partial<DevClusterOptions>> = {},
-  o: { tls?: boolean; proxyProcess?: boolean } = {},
+  o: { tls?: boolean; proxyProcess?: boolean; authn?: 'passthrough' | 'impersonate' } = {},
 ): Promise<TunnelFixture<RunningServer | ProxyProcess>> {
   const work = mkdtempSync(join(tmpdir(), 'ksp-tunnel-'));
   // With TLS, the proxy's listener and its agent listener share one serving certificate; kubectl
@@ -233,12 +243,13 @@ export async function startTunnelFixture(
   writeFileSync(tokenFile, Object.entries(tokens).map(([c, t]) => `${t},${c}\n`).join(''));
   let proxy: RunningServer | ProxyProcess;
   if (o.proxyProcess) {
-    proxy = await startProxyProcess(['--agent-token-file', tokenFile, ...(serving ? ['--tls-cert-file', serving.certFile, '--tls-private-key-file', serving.keyFile] : [])]);
+    proxy = await startProxyProcess(['--agent-token-file', tokenFile, ...(o.authn ? ['--authn', o.authn] : []), ...(serving ? ['--tls-cert-file', serving.certFile, '--tls-private-key-file', serving.keyFile] : [])]);
   } else {
     const config = await resolveConfig({
       listen: '127.0.0.1:0',
       agentListen: '127.0.0.1:0',
       agentTokenFile: tokenFile,
+      ...(o.authn ? { authn: o.authn } : {}),
       ...(serving ? { tlsCertFile: serving.certFile, tlsPrivateKeyFile: serving.keyFile } : {}),
     });
     proxy = await startServer(config);
@@ -251,7 +262,7 @@ export async function startTunnelFixture(
   const agents = new Set<AgentProcess>();
   const metrics = async (): Promise<string> => (await get(proxy.url, '/metrics', ca?.cert)).body;
   let n = 0;
-  const startAgent = (cluster: string, o: { token?: string; upstream?: string } = {}): AgentProcess => {
+  const startAgent = (cluster: string, o: AgentStartOptions = {}): AgentProcess => {
     const tokenPath = join(work, `agent-${cluster}-${n++}.token`);
     writeFileSync(tokenPath, `${o.token ?? tokens[cluster]}\n`);
     const child = spawn(
@@ -268,6 +279,7 @@ export async function startTunnelFixture(
         tokenPath,
         '--upstream',
         o.upstream ?? clusters[cluster]!.url,
+        ...(o.args ?? []),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );

@@ -54,7 +54,7 @@ async function listen<T extends Server | HttpServer>(server: T): Promise<number>
 }
 
 /** The whole tunnel in-process, toward `upstreamUrl`. */
-async function rig(upstreamUrl: string, o: { tls?: boolean } = {}): Promise<Rig> {
+async function rig(upstreamUrl: string, o: { tls?: boolean; impersonate?: { agentToken: string } } = {}): Promise<Rig> {
   const dir = workDir();
   writeFileSync(join(dir, 'tokens.csv'), 'secret,one\n');
   writeFileSync(join(dir, 'token'), 'secret\n');
@@ -75,6 +75,7 @@ async function rig(upstreamUrl: string, o: { tls?: boolean } = {}): Promise<Rig>
     metrics,
     log: quiet,
     ...(tls ? { tls } : {}),
+    ...(o.impersonate ? { authn: 'impersonate' as const } : {}),
   });
   const address = await listener.listen();
   const connected = registry.nextTunnel('one');
@@ -83,7 +84,8 @@ async function rig(upstreamUrl: string, o: { tls?: boolean } = {}): Promise<Rig>
     ...(ca ? { proxyCa: ca } : {}),
     clusterName: 'one',
     tokenFile: join(dir, 'token'),
-    upstream: new Upstream(new URL(upstreamUrl), undefined),
+    upstream: new Upstream(new URL(upstreamUrl), undefined, o.impersonate ? async () => ({ Authorization: `Bearer ${o.impersonate!.agentToken}` }) : undefined),
+    ...(o.impersonate ? { accessAs: 'impersonate' as const } : {}),
     log: quiet,
   });
   cleanups.push(async () => {
@@ -117,18 +119,57 @@ async function tcpUpstream(): Promise<{ url: string; next: () => Promise<Socket>
   return { url: `http://127.0.0.1:${port}`, next: () => new Promise((r) => (arrived.length ? r(arrived.shift()!) : waiting.push(r))) };
 }
 
+/** Read `s` up to and including the first blank line; the rest is put back. */
+function readHead(s: Socket | NodeJS.ReadableStream & { unshift(b: Buffer): void }): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const onData = (d: Buffer): void => {
+      buf = Buffer.concat([buf, d]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      s.off('data', onData);
+      s.off('end', onEnd);
+      s.pause();
+      if (buf.length > end + 4) s.unshift(buf.subarray(end + 4));
+      resolve(buf.subarray(0, end + 4).toString('latin1'));
+    };
+    const onEnd = (): void => reject(new Error(`ended inside a head: ${JSON.stringify(buf.toString('latin1'))}`));
+    s.on('data', onData);
+    s.once('end', onEnd);
+  });
+}
+
+const EXEC_UPGRADE =
+  'POST /api/v1/namespaces/default/pods/alpha/exec?command=sh HTTP/1.1\r\nHost: apiserver.example\r\n' +
+  'Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n';
+const SWITCHED = 'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n';
+
+/** An exec upgrade through the tunnel, switched by the scripted apiserver: the raw byte stream both ways. */
+async function switched(r: Rig, up: { next: () => Promise<Socket> }): Promise<{ stream: Awaited<ReturnType<ClusterTunnelRoute['dial']>>; server: Socket; requestHead: string }> {
+  const stream = await r.route.dial();
+  stream.write(EXEC_UPGRADE);
+  const server = await up.next();
+  const requestHead = await readHead(server);
+  server.write(SWITCHED);
+  expect(await readHead(stream as unknown as Socket)).toBe(SWITCHED);
+  stream.resume();
+  server.resume();
+  return { stream, server, requestHead };
+}
+
 function readAll(s: NodeJS.ReadableStream): Promise<Buffer> {
   const parts: Buffer[] = [];
   s.on('data', (d: Buffer) => parts.push(d));
+  s.resume();
   return new Promise((r) => s.once('end', () => r(Buffer.concat(parts))));
 }
 
 describe.each([{ tls: false }, { tls: true }])('agent tunnel (tls: $tls)', ({ tls }) => {
-  it('carries bytes both ways, and a half-close each way', async () => {
+  it('after a 101, carries bytes both ways, and a half-close each way', async () => {
     const up = await tcpUpstream();
     const r = await rig(up.url, { tls });
-    const stream = await r.route.dial();
-    const server = await up.next();
+    const { stream, server, requestHead } = await switched(r, up);
+    expect(requestHead).toContain('Connection: Upgrade\r\n');
     const atServer = readAll(server);
     const big = Buffer.alloc(3_000_000, 7);
     stream.write(big);
@@ -156,11 +197,10 @@ describe.each([{ tls: false }, { tls: true }])('agent tunnel (tls: $tls)', ({ tl
     await ended;
   });
 
-  it('an upstream reset resets the tunnel stream', async () => {
+  it.each(['before the request', 'after a 101'])('an upstream reset %s resets the tunnel stream', async (when) => {
     const up = await tcpUpstream();
     const r = await rig(up.url, { tls });
-    const stream = await r.route.dial();
-    const server = await up.next();
+    const { stream, server } = when === 'after a 101' ? await switched(r, up) : { stream: await r.route.dial(), server: await up.next() };
     stream.on('error', () => {});
     const closed = once(stream, 'close');
     server.resetAndDestroy();
@@ -173,7 +213,7 @@ describe('agent tunnel', () => {
   it('a plain HTTP/1.1 request rides one stream, request line intact', async () => {
     const seen: string[] = [];
     const http = createHttpServer((req, res) => {
-      seen.push(`${req.method} ${req.url} host=${req.headers.host}`);
+      seen.push(`${req.method} ${req.url} host=${req.headers.host} connection=${req.headers.connection}`);
       res.end('ok');
     });
     const port = await listen(http);
@@ -183,7 +223,133 @@ describe('agent tunnel', () => {
     const [res] = (await once(req, 'response')) as [NodeJS.ReadableStream & { statusCode: number }];
     expect(res.statusCode).toBe(200);
     expect((await readAll(res)).toString()).toBe('ok');
-    expect(seen).toEqual(['GET /api/v1/pods?watch=false host=apiserver.example']);
+    expect(seen).toEqual([`GET /api/v1/pods?watch=false host=127.0.0.1:${port} connection=close`]);
+    // A second request opens a stream of its own (the proxy never reuses a stream).
+    const again = r.route.request({ method: 'GET', path: '/version', headers: { Host: r.route.host } });
+    again.end();
+    const [res2] = (await once(again, 'response')) as [NodeJS.ReadableStream & { statusCode: number }];
+    expect((await readAll(res2)).toString()).toBe('ok');
+    expect(counterValue(await r.registryMetrics.metrics(), 'kube_stream_proxy_tunnel_streams_opened_total', { cluster: 'one' })).toBe(2);
+  });
+
+  it('the 101 check at the agent: a 403 to an exec upgrade comes back verbatim, nothing is relayed after it', async () => {
+    const up = await tcpUpstream();
+    const r = await rig(up.url);
+    const stream = await r.route.dial();
+    // The client's first upgraded-protocol bytes arrive with its head: held until the apiserver answers.
+    stream.write(EXEC_UPGRADE + 'EARLY-SPDY-FRAME');
+    const server = await up.next();
+    const head = await readHead(server);
+    expect(head.startsWith('POST /api/v1/namespaces/default/pods/alpha/exec?command=sh HTTP/1.1\r\n')).toBe(true);
+    const atServer = readAll(server);
+    const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 403, reason: 'Forbidden', message: 'pods "alpha" is forbidden' });
+    const answer = `HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const atProxy = readAll(stream);
+    server.write(answer);
+    // Verbatim, then the stream ends (the apiserver kept its connection open: the agent framed the answer).
+    expect((await atProxy).toString('latin1')).toBe(answer);
+    stream.end('AFTER-THE-403');
+    // The apiserver never received a byte after the request head, and its connection was closed.
+    expect((await atServer).length).toBe(0);
+  });
+
+  it('a path outside the Kubernetes API is refused at the agent with a 403 Status; the apiserver gets nothing', async () => {
+    const up = await tcpUpstream();
+    const r = await rig(up.url);
+    const stream = await r.route.dial();
+    const server = await up.next();
+    const atServer = readAll(server);
+    const atProxy = readAll(stream);
+    stream.end('GET /logs/kube-apiserver.log HTTP/1.1\r\nHost: x\r\n\r\n');
+    const text = (await atProxy).toString('latin1');
+    expect(text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/);
+    const status = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { code: number; reason: string; message: string };
+    expect(status).toMatchObject({ code: 403, reason: 'Forbidden' });
+    expect(status.message).toContain('cluster "one"');
+    expect(status.message).toContain('"/logs/kube-apiserver.log"');
+    expect((await atServer).length).toBe(0);
+  });
+
+  it('a malformed head gets a 400 Status from the agent', async () => {
+    const up = await tcpUpstream();
+    const r = await rig(up.url);
+    const stream = await r.route.dial();
+    const atProxy = readAll(stream);
+    stream.end('GET http://elsewhere.example/api HTTP/1.1\r\n\r\n');
+    const text = (await atProxy).toString('latin1');
+    expect(text).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(text).toContain('"reason":"BadRequest"');
+  });
+
+  it('one request per stream: exactly its body reaches the apiserver, a pipelined second request never does', async () => {
+    const up = await tcpUpstream();
+    const r = await rig(up.url);
+    const stream = await r.route.dial();
+    stream.write('POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\nabcGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+    const server = await up.next();
+    const head = await readHead(server);
+    expect(head).toContain('Connection: close\r\n');
+    expect(head).not.toContain('keep-alive');
+    const atServer = readAll(server);
+    const atProxy = readAll(stream);
+    stream.end();
+    expect((await atServer).toString('latin1')).toBe('abc');
+    server.end('HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok');
+    expect((await atProxy).toString('latin1')).toBe('HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok');
+  });
+
+  it('--access-as impersonate: the caller\'s Authorization is replaced by the agent\'s, Impersonate-* passes', async () => {
+    const seen: Record<string, string | string[] | undefined>[] = [];
+    const http = createHttpServer((req, res) => {
+      seen.push({ authorization: req.headers.authorization, user: req.headers['impersonate-user'], group: req.headers['impersonate-group'], raw: req.rawHeaders.filter((_, i) => i % 2 === 0) });
+      res.end('ok');
+    });
+    const port = await listen(http);
+    const r = await rig(`http://127.0.0.1:${port}`, { impersonate: { agentToken: 'agent-sa' } });
+    const req = r.route.request({
+      method: 'GET',
+      path: '/api/v1/pods',
+      headers: { Host: r.route.host, Authorization: 'Bearer smuggled-by-a-caller', 'Impersonate-User': 'alice', 'Impersonate-Group': 'devs' },
+    });
+    req.end();
+    const [res] = (await once(req, 'response')) as [NodeJS.ReadableStream & { statusCode: number }];
+    expect((await readAll(res)).toString()).toBe('ok');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ authorization: 'Bearer agent-sa', user: 'alice', group: 'devs' });
+    expect((seen[0]!.raw as string[]).filter((n) => n.toLowerCase() === 'authorization')).toHaveLength(1);
+  });
+
+  it('an agent whose --access-as does not match the proxy\'s --authn is refused with 400 and says why', async () => {
+    const dir = workDir();
+    writeFileSync(join(dir, 'tokens.csv'), 'secret,one\n');
+    writeFileSync(join(dir, 'token'), 'secret\n');
+    const proxyWarnings: string[] = [];
+    const listener = new AgentListener({
+      listen: { host: '127.0.0.1', port: 0 },
+      tokens: new AgentTokenFile(join(dir, 'tokens.csv')),
+      registry: new AgentRegistry(),
+      log: { info: () => {}, warn: (o: object, msg: string) => void proxyWarnings.push(`${msg} ${JSON.stringify(o)}`) },
+    });
+    const address = await listener.listen();
+    let refused!: (m: string) => void;
+    const refusal = new Promise<string>((resolve) => (refused = resolve));
+    const agent = new TunnelAgent({
+      proxyUrl: new URL(`http://${address}`),
+      clusterName: 'one',
+      tokenFile: join(dir, 'token'),
+      upstream: new Upstream(new URL('http://127.0.0.1:1'), undefined, async () => ({ Authorization: 'Bearer x' })),
+      accessAs: 'impersonate',
+      log: { info: () => {}, warn: (o: object, msg: string) => void (msg === 'proxy refused the agent' && refused(JSON.stringify(o))) },
+    });
+    cleanups.push(async () => {
+      await agent.stop();
+      await listener.close();
+    });
+    const logged = JSON.parse(await refusal) as { status: number; message: string };
+    expect(logged.status).toBe(400);
+    expect(logged.message).toContain('the agent\'s --access-as "impersonate" does not match this proxy\'s --authn=passthrough');
+    expect(proxyWarnings.some((w) => w.startsWith('agent refused') && w.includes('"reason":"bad_request"') && w.includes('does not match'))).toBe(true);
+    expect(agent.connected).toBe(false);
   });
 
   it('the agent failing to reach its apiserver is an UpstreamUnreachableError naming the cluster', async () => {
@@ -201,8 +367,7 @@ describe('agent tunnel', () => {
     const up = await tcpUpstream();
     const r = await rig(up.url);
     const old = r.registry.pick('one')!;
-    const stream = await r.route.dial();
-    const server = await up.next();
+    const { stream, server } = await switched(r, up);
     const reconnected = r.registry.nextTunnel('one');
     r.registry.goAway();
     expect(r.registry.pick('one')).toBeUndefined();
@@ -216,8 +381,7 @@ describe('agent tunnel', () => {
     expect((await atProxy).toString()).toBe('reply');
     const fresh = await reconnected;
     expect(fresh.session).not.toBe(old.session);
-    const again = await r.route.dial();
-    const server2 = await up.next();
+    const { stream: again, server: server2 } = await switched(r, up);
     const got = readAll(server2);
     again.end('new tunnel');
     expect((await got).toString()).toBe('new tunnel');

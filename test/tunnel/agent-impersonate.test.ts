@@ -1,0 +1,219 @@
+/**
+ * `serve --authn impersonate` with a cluster behind an agent run `--access-as impersonate`: the
+ * caller is authenticated (TokenReview) and authorized (SubjectAccessReview) by THAT cluster's
+ * apiserver through the tunnel, with the agent's own token; every request then reaches the apiserver
+ * with the agent's token plus `Impersonate-*` for the caller. Real processes on loopback: a TLS proxy,
+ * an agent child process, a TLS dev cluster (its own CA, verified by the agent) with token
+ * authentication and a policy.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCa, createServerCert, type CertAndKey } from '../helpers/certs.js';
+import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/http-fixture.js';
+import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
+import { get, startTunnelFixture, type TunnelFixture } from './tunnel-fixture.js';
+
+const skipReason = kubectlE2eSkipReason();
+const AGENT_USER = 'system:serviceaccount:kube-system:kube-stream-proxy-agent';
+
+describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent (--access-as impersonate)', () => {
+  let fx: TunnelFixture;
+  let kubeconfigs: Record<'viewer' | 'admin' | 'stranger', string>;
+  let bytes: BytesServer;
+  // The cluster's apiserver serves TLS with its own CA: the agent verifies it (--upstream-ca-file).
+  let pkiDir: string;
+  let apiserverCa: CertAndKey;
+  const translated = async (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total', { code: '200' });
+  const requestsTo = (path: string) => fx.clusters.secured!.requests.filter((r) => r.url.split('?')[0] === path);
+
+  beforeAll(async () => {
+    pkiDir = mkdtempSync(join(tmpdir(), 'ksp-apiserver-pki-'));
+    apiserverCa = await createCa(pkiDir, 'secured apiserver CA', 'apiserver-ca');
+    const serving = await createServerCert(pkiDir, apiserverCa, { stem: 'apiserver' });
+    fx = await startTunnelFixture(
+      { secured: ['gamma'] },
+      {
+        secured: (work) => {
+          writeFileSync(
+            join(work, 'users.csv'),
+            [`agent-sa-token,${AGENT_USER},a1,""`, 'viewer-token,viewer,u1,""', 'admin-token,admin,u2,"admins"'].join('\n') + '\n',
+          );
+          writeFileSync(
+            join(work, 'policy.json'),
+            JSON.stringify({
+              rules: [
+                // The agent's RBAC: review callers and impersonate them, nothing else.
+                { users: [AGENT_USER], verbs: ['create'], resources: ['tokenreviews', 'subjectaccessreviews'] },
+                { users: [AGENT_USER], verbs: ['impersonate'], resources: ['users', 'groups', 'uids'] },
+                { users: ['viewer'], verbs: ['get', 'list', 'watch'], resources: ['pods', 'namespaces'] },
+                { groups: ['admins'], verbs: ['get', 'list', 'watch', 'create'], resources: ['pods', 'pods/exec', 'pods/attach', 'pods/portforward', 'namespaces'] },
+              ],
+            }),
+          );
+          return { tokenAuthFile: join(work, 'users.csv'), authorizationPolicyFile: join(work, 'policy.json'), tls: { cert: serving.cert, key: serving.key } };
+        },
+      },
+      { tls: true, authn: 'impersonate' },
+    );
+    const saToken = join(fx.work, 'agent-sa.token');
+    writeFileSync(saToken, 'agent-sa-token\n');
+    expect(fx.clusters.secured!.url).toMatch(/^https:/);
+    await fx
+      .startAgent('secured', { args: ['--access-as', 'impersonate', '--upstream-ca-file', apiserverCa.certFile, '--upstream-token-file', saToken] })
+      .waitForOutput(/tunnel established/, 20_000);
+    const kc = (name: string, token: string): string => {
+      const path = join(fx.work, `kubeconfig-${name}`);
+      writeKubeconfig(path, { server: `${fx.proxy.url}/clusters/secured`, name, token, caPem: fx.ca!.toString('utf8') });
+      return path;
+    };
+    bytes = await startBytesServer();
+    kubeconfigs = { viewer: kc('viewer', 'viewer-token'), admin: kc('admin', 'admin-token'), stranger: kc('stranger', 'no-such-token') };
+  }, 60_000);
+
+  afterAll(async () => {
+    await bytes?.close();
+    await fx?.close();
+    if (pkiDir) rmSync(pkiDir, { recursive: true, force: true });
+  });
+
+  const kubectl = (who: keyof typeof kubeconfigs, args: string[], version: '1.27' | '1.33' = '1.33') =>
+    runKubectl(findKubectl(version), args, { kubeconfig: kubeconfigs[who], timeoutMs: 30_000 });
+
+  it('viewer can get pods; the cluster reviewed the token with the agent\'s credentials', async () => {
+    const before = requestsTo('/apis/authentication.k8s.io/v1/tokenreviews').length;
+    const list = await kubectl('viewer', ['get', 'pods', '-o', 'name']);
+    expect(list.code, summary(list)).toBe(0);
+    expect(list.stdout.toString()).toContain('pod/gamma\n');
+    const reviews = requestsTo('/apis/authentication.k8s.io/v1/tokenreviews').slice(before);
+    expect(reviews.length).toBeGreaterThanOrEqual(1);
+    for (const r of reviews) {
+      expect(r.headers.authorization).toBe('Bearer agent-sa-token');
+      expect(r.user).toBe(AGENT_USER);
+    }
+    // The list itself: the agent's token and Impersonate-User viewer; never the caller's token.
+    const lists = requestsTo('/api/v1/namespaces/default/pods');
+    expect(lists.length).toBeGreaterThanOrEqual(1);
+    const last = lists.at(-1)!;
+    expect(last.headers.authorization).toBe('Bearer agent-sa-token');
+    expect(last.headers['impersonate-user']).toBe('viewer');
+    expect(last.user).toBe('viewer');
+    expect(fx.clusters.secured!.requests.some((r) => r.headers.authorization === 'Bearer viewer-token' && !r.url.includes('reviews'))).toBe(false);
+  });
+
+  it.each(['1.27', '1.33'] as const)('kubectl %s: viewer cannot exec: 403 from the cluster\'s SubjectAccessReview naming the user', async (version) => {
+    const before = requestsTo('/apis/authorization.k8s.io/v1/subjectaccessreviews').length;
+    const denied = await kubectl('viewer', ['exec', 'gamma', '--', 'true'], version);
+    expect(denied.code).not.toBe(0);
+    expect(denied.stderr).toContain('pods "gamma" is forbidden: User "viewer" cannot create resource "pods/exec" in API group "" in the namespace "default"');
+    const sars = requestsTo('/apis/authorization.k8s.io/v1/subjectaccessreviews').slice(before);
+    expect(sars.length).toBeGreaterThanOrEqual(1);
+    expect(sars.every((r) => r.headers.authorization === 'Bearer agent-sa-token')).toBe(true);
+    // Refused before any upgrade: no exec request reached the apiserver for viewer.
+    expect(requestsTo('/api/v1/namespaces/default/pods/gamma/exec').some((r) => r.headers['impersonate-user'] === 'viewer')).toBe(false);
+  });
+
+  it('admin can exec (kubectl 1.33, translated); the SPDY request carries the agent\'s token and Impersonate-User', async () => {
+    const before = await translated();
+    const execsBefore = requestsTo('/api/v1/namespaces/default/pods/gamma/exec').length;
+    const echo = await kubectl('admin', ['exec', 'gamma', '--', 'echo', 'impersonated']);
+    expect(echo.code, summary(echo)).toBe(0);
+    expect(echo.stdout.toString()).toBe('impersonated\n');
+    expect((await translated()) - before).toBe(1);
+    const execs = requestsTo('/api/v1/namespaces/default/pods/gamma/exec').slice(execsBefore);
+    expect(execs).toHaveLength(1);
+    const exec = execs[0]!;
+    expect(exec.upgrade).toBe(true);
+    expect(String(exec.headers.upgrade).toLowerCase()).toBe('spdy/3.1');
+    expect(exec.headers.authorization).toBe('Bearer agent-sa-token');
+    expect(exec.headers['impersonate-user']).toBe('admin');
+    expect(exec.headers['impersonate-group']).toBe('admins');
+    expect(exec.user).toBe('admin');
+  });
+
+  it('admin can exec with kubectl 1.27 (SPDY passthrough, impersonated the same way)', async () => {
+    const echo = await kubectl('admin', ['exec', 'gamma', '--', 'echo', 'spdy'], '1.27');
+    expect(echo.code, summary(echo)).toBe(0);
+    expect(echo.stdout.toString()).toBe('spdy\n');
+    expect(requestsTo('/api/v1/namespaces/default/pods/gamma/exec').at(-1)!.headers['impersonate-user']).toBe('admin');
+  });
+
+  it('admin port-forwards with kubectl 1.33 (the port-forward tunnel); its SPDY request is impersonated', async () => {
+    const tunnelBefore = await fx.metric('apiserver_stream_tunnel_requests_total', { code: '101' });
+    const before = requestsTo('/api/v1/namespaces/default/pods/gamma/portforward').length;
+    const pf = startKubectl(findKubectl('1.33'), ['port-forward', 'pod/gamma', `:${bytes.port}`], { kubeconfig: kubeconfigs.admin, env: {} });
+    try {
+      const m = await pf.waitForOutput(new RegExp(`Forwarding from 127\\.0\\.0\\.1:(\\d+) -> ${bytes.port}\\b`), 30_000);
+      const got = await downloadDigest(`http://127.0.0.1:${m[1]}/bytes/${64 * 1000}?seed=9`);
+      expect({ sha256: got.sha256, byteLength: got.byteLength }).toEqual(bytes.expected(64 * 1000, 9));
+    } finally {
+      await pf.stop('SIGINT', 5_000);
+    }
+    expect((await fx.metric('apiserver_stream_tunnel_requests_total', { code: '101' })) - tunnelBefore).toBe(1);
+    const forwards = requestsTo('/api/v1/namespaces/default/pods/gamma/portforward').slice(before);
+    expect(forwards.length).toBeGreaterThanOrEqual(1);
+    for (const f of forwards) {
+      expect(f.headers.authorization).toBe('Bearer agent-sa-token');
+      expect(f.headers['impersonate-user']).toBe('admin');
+    }
+  });
+
+  it('a caller\'s own impersonation (kubectl --as) is checked by the cluster: admin may not impersonate', async () => {
+    const r = await kubectl('admin', ['--as', 'someone-else', 'get', 'pods']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('users "someone-else" is forbidden: User "admin" cannot impersonate resource "users"');
+    expect(fx.clusters.secured!.requests.some((x) => x.headers['impersonate-user'] === 'someone-else')).toBe(false);
+  });
+
+  it('an unknown token is refused with 401 (the cluster\'s TokenReview said no)', async () => {
+    const r = await kubectl('stranger', ['get', 'pods']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/Unauthorized|must be logged in/);
+    const anonymous = await get(fx.proxy.url, '/clusters/secured/api/v1/namespaces/default/pods', fx.ca);
+    expect(anonymous.status).toBe(401);
+  });
+
+  it('a request without a cluster prefix gets the 404 (no default upstream) without any review', async () => {
+    const before = fx.clusters.secured!.requests.length;
+    const res = await fetchWithToken('/api/v1/namespaces/default/pods', 'admin-token');
+    expect(res.status).toBe(404);
+    expect(JSON.parse(res.body)).toMatchObject({ kind: 'Status', code: 404, reason: 'NotFound' });
+    expect(res.body).toContain('address a cluster as /clusters/NAME/api/v1/namespaces/default/pods');
+    expect(fx.clusters.secured!.requests.length).toBe(before);
+  });
+
+  it.each(['/clusters/secured/metrics', '/clusters/secured/logs/'])('%s (outside the Kubernetes API) is refused by the agent with 403', async (path) => {
+    const res = await fetchWithToken(path, 'admin-token');
+    expect(res.status).toBe(403);
+    const status = JSON.parse(res.body) as { reason: string; message: string };
+    expect(status.reason).toBe('Forbidden');
+    expect(status.message).toContain('the agent for cluster "secured" serves only the Kubernetes API');
+    expect(fx.clusters.secured!.requests.some((r) => r.url.startsWith('/metrics') || r.url.startsWith('/logs'))).toBe(false);
+  });
+
+  it('an agent whose --access-as does not match the proxy\'s --authn is refused at connect (400), logged and counted', async () => {
+    const before = await fx.metric('kube_stream_proxy_tunnel_agent_refusals_total', { reason: 'bad_request' });
+    const passthrough = fx.startAgent('secured', { args: ['--upstream-ca-file', apiserverCa.certFile] });
+    const m = await passthrough.waitForOutput(/proxy refused the agent.*/, 20_000);
+    expect(m[0]).toContain('"status":400');
+    expect(m[0]).toContain('does not match this proxy\'s --authn=impersonate');
+    await passthrough.kill();
+    expect(await fx.metric('kube_stream_proxy_tunnel_agent_refusals_total', { reason: 'bad_request' })).toBeGreaterThan(before);
+  });
+
+  async function fetchWithToken(path: string, token: string): Promise<{ status: number; body: string }> {
+    const { request } = await import('node:https');
+    return new Promise((resolve, reject) => {
+      const req = request(new URL(path, fx.proxy.url), { ca: fx.ca!, headers: { Authorization: `Bearer ${token}` } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  }
+});
