@@ -5,10 +5,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { isLoopbackHost } from '../config.js';
+import { isLoopbackHost, parseGoDuration } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { upstreamFromFiles } from '../routing/upstream.js';
-import { TunnelAgent, type AgentLogger, type TunnelAgentOptions } from './agent.js';
+import type { AgentLogger } from './agent.js';
+import { AgentPool, DEFAULT_PROXY_RESOLVE_INTERVAL_MS, type AgentPoolOptions } from './agent-pool.js';
 import { isValidClusterName } from './protocol.js';
 
 /** The `agent --help` text. */
@@ -21,6 +22,10 @@ Usage:
 
 Flags:
   --proxy-url URL                     The proxy's agent listener: https://HOST:PORT (http:// only on loopback).
+                                      Repeatable: one tunnel to each. A HOST that is a DNS name (a headless
+                                      Service) gets one tunnel per address it resolves to, re-resolved every
+                                      --proxy-resolve-interval; the TLS server name stays the DNS name.
+  --proxy-resolve-interval DURATION   How often DNS names of --proxy-url are re-resolved (default ${DEFAULT_PROXY_RESOLVE_INTERVAL_MS / 1000}s).
   --proxy-ca-file PATH                PEM CA verifying the proxy's serving certificate (default: system roots).
   --cluster-name NAME                 The cluster this agent serves (DNS-1123 name; clients use /clusters/NAME).
   --token-file PATH                   The agent token (a line of the proxy's --agent-token-file); re-read on every connect.
@@ -30,14 +35,30 @@ Flags:
   -h, --help                          Show this help.
 `;
 
+/** One `--proxy-url`: https (or http to a loopback address). Throws ConfigError. */
+function parseProxyUrl(raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`--proxy-url: invalid URL ${JSON.stringify(raw)}`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`--proxy-url ${raw}: scheme must be https (or http on loopback)`);
+  if (url.protocol === 'http:' && !isLoopbackHost(url.hostname.replace(/^\[(.*)\]$/, '$1'))) {
+    throw new ConfigError(`--proxy-url ${raw}: plain http is allowed only to a loopback address; the agent token must not cross a network in clear text`);
+  }
+  return url;
+}
+
 /** Parse the `agent` flags into the agent's options (files read). Throws ConfigError naming the flag. */
-export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true } | { help: false; options: TunnelAgentOptions } {
+export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true } | { help: false; options: AgentPoolOptions } {
   let values;
   try {
     ({ values } = parseArgs({
       args: argv,
       options: {
-        'proxy-url': { type: 'string' },
+        'proxy-url': { type: 'string', multiple: true },
+        'proxy-resolve-interval': { type: 'string' },
         'proxy-ca-file': { type: 'string' },
         'cluster-name': { type: 'string' },
         'token-file': { type: 'string' },
@@ -56,16 +77,17 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
     if (v === undefined || v === '') throw new ConfigError(`${flag} is required`);
     return v;
   };
-  let proxyUrl: URL;
-  try {
-    proxyUrl = new URL(need('--proxy-url', values['proxy-url']));
-  } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    throw new ConfigError(`--proxy-url: invalid URL ${JSON.stringify(values['proxy-url'])}`);
-  }
-  if (proxyUrl.protocol !== 'https:' && proxyUrl.protocol !== 'http:') throw new ConfigError('--proxy-url: scheme must be https (or http on loopback)');
-  if (proxyUrl.protocol === 'http:' && !isLoopbackHost(proxyUrl.hostname.replace(/^\[(.*)\]$/, '$1'))) {
-    throw new ConfigError('--proxy-url: plain http is allowed only to a loopback address; the agent token must not cross a network in clear text');
+  const rawUrls = values['proxy-url'] ?? [];
+  if (rawUrls.length === 0) throw new ConfigError('--proxy-url is required');
+  const proxyUrls = rawUrls.map(parseProxyUrl);
+  let resolveIntervalMs = DEFAULT_PROXY_RESOLVE_INTERVAL_MS;
+  if (values['proxy-resolve-interval'] !== undefined) {
+    try {
+      resolveIntervalMs = parseGoDuration(values['proxy-resolve-interval']);
+    } catch (e) {
+      throw new ConfigError(`--proxy-resolve-interval: ${(e as Error).message}`);
+    }
+    if (!(resolveIntervalMs >= 1000)) throw new ConfigError(`--proxy-resolve-interval: ${values['proxy-resolve-interval']}: want at least 1s`);
   }
   const clusterName = need('--cluster-name', values['cluster-name']);
   if (!isValidClusterName(clusterName)) throw new ConfigError(`--cluster-name: ${JSON.stringify(clusterName)} is not a DNS-1123 subdomain`);
@@ -81,7 +103,7 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
     insecureSkipTlsVerify: values['upstream-insecure-skip-tls-verify'],
   });
   if (values['upstream-insecure-skip-tls-verify']) log.warn({}, '--upstream-insecure-skip-tls-verify: the apiserver serving certificate is NOT verified');
-  const options: TunnelAgentOptions = { proxyUrl, clusterName, tokenFile, upstream, log };
+  const options: AgentPoolOptions = { proxyUrls, resolveIntervalMs, clusterName, tokenFile, upstream, log };
   if (values['proxy-ca-file'] !== undefined) {
     try {
       options.proxyCa = readFileSync(values['proxy-ca-file']);
@@ -115,8 +137,10 @@ export async function agentCommand(argv: string[]): Promise<number | void> {
     process.stdout.write(AGENT_USAGE);
     return 0;
   }
-  const agent = new TunnelAgent(parsed.options);
-  process.stdout.write(`kube-stream-proxy agent for cluster ${parsed.options.clusterName}: proxy ${parsed.options.proxyUrl.origin}, upstream ${parsed.options.upstream.url.origin}\n`);
+  const agent = new AgentPool(parsed.options);
+  process.stdout.write(
+    `kube-stream-proxy agent for cluster ${parsed.options.clusterName}: proxy ${parsed.options.proxyUrls.map((u) => u.origin).join(', ')}, upstream ${parsed.options.upstream.url.origin}\n`,
+  );
   const stop = (): void => {
     agent.stop().then(
       () => process.exit(0),

@@ -43,6 +43,11 @@ export interface AgentLogger {
 export interface TunnelAgentOptions {
   /** `https://host:port` (or `http://` on loopback) of the proxy's agent listener. */
   proxyUrl: URL;
+  /**
+   * The address to dial instead of the URL's host: one replica behind a DNS name (`agent-pool.ts`).
+   * The TLS server name and the `Host` header stay the URL's.
+   */
+  dialAddress?: string;
   /** CA bundle verifying the proxy's serving certificate (default: Node's roots). */
   proxyCa?: Buffer;
   clusterName: string;
@@ -73,9 +78,12 @@ export class TunnelAgent {
   connections = 0;
   /** Set while a tunnel is up. */
   connected = false;
+  /** `origin` or `origin (address)`, for logs. */
+  readonly proxy: string;
 
   constructor(o: TunnelAgentOptions) {
     this.#o = o;
+    this.proxy = o.dialAddress !== undefined ? `${o.proxyUrl.origin} (${o.dialAddress})` : o.proxyUrl.origin;
     this.#done = this.#run();
   }
 
@@ -95,17 +103,17 @@ export class TunnelAgent {
       try {
         const result = await this.#connect();
         if (result.kind === 'refused') {
-          this.#o.log.warn({ proxy: this.#o.proxyUrl.origin, cluster: this.#o.clusterName, status: result.status, message: result.message }, 'proxy refused the agent');
+          this.#o.log.warn({ proxy: this.proxy, cluster: this.#o.clusterName, status: result.status, message: result.message }, 'proxy refused the agent');
         } else {
           await this.#serve(result.session);
         }
       } catch (e) {
-        this.#o.log.warn({ proxy: this.#o.proxyUrl.origin, err: (e as Error).message }, 'tunnel to the proxy failed');
+        this.#o.log.warn({ proxy: this.proxy, err: (e as Error).message }, 'tunnel to the proxy failed');
       }
       if (this.#stopped) break;
       if (Date.now() - started >= RECONNECT_RESET_AFTER_MS) attempt = 0;
       const delay = reconnectDelayMs(attempt++, (this.#o.random ?? Math.random)());
-      this.#o.log.info({ proxy: this.#o.proxyUrl.origin, delayMs: delay }, 'reconnecting');
+      this.#o.log.info({ proxy: this.proxy, delayMs: delay }, 'reconnecting');
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delay);
         this.#wake = () => {
@@ -119,14 +127,15 @@ export class TunnelAgent {
 
   #dialProxy(): Socket {
     const url = this.#o.proxyUrl;
-    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const name = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const host = this.#o.dialAddress ?? name;
     const port = url.port !== '' ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
     if (url.protocol === 'https:') {
       return tlsConnect({
         host,
         port,
         ALPNProtocols: ['http/1.1'],
-        ...(isIP(host) ? {} : { servername: host }),
+        ...(isIP(name) ? {} : { servername: name }),
         ...(this.#o.proxyCa ? { ca: this.#o.proxyCa } : {}),
       });
     }
@@ -187,13 +196,13 @@ export class TunnelAgent {
     this.#session = session;
     this.connections++;
     this.connected = true;
-    this.#o.log.info({ proxy: this.#o.proxyUrl.origin, cluster: this.#o.clusterName }, 'tunnel established');
-    session.on('error', (err) => this.#o.log.info({ err: err.message }, 'tunnel error'));
+    this.#o.log.info({ proxy: this.proxy, cluster: this.#o.clusterName }, 'tunnel established');
+    session.on('error', (err) => this.#o.log.info({ proxy: this.proxy, err: err.message }, 'tunnel error'));
     session.once('localSettings', () => session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES));
     session.on('stream', (stream, headers) => serveTunnelStream(stream, headers, this.#o));
     keepTunnelAlive(session, {
       ...(this.#o.pingIntervalMs !== undefined ? { intervalMs: this.#o.pingIntervalMs } : {}),
-      onDead: (reason) => this.#o.log.warn({ reason }, 'tunnel dead'),
+      onDead: (reason) => this.#o.log.warn({ proxy: this.proxy, reason }, 'tunnel dead'),
     });
     if (this.#stopped) session.close();
     // A GOAWAY from the proxy (its graceful shutdown) means: open a new tunnel now. The old session
@@ -208,7 +217,7 @@ export class TunnelAgent {
       this.#draining.add(session);
       session.once('close', () => this.#draining.delete(session));
     }
-    this.#o.log.info({ proxy: this.#o.proxyUrl.origin, goaway }, goaway ? 'proxy sent GOAWAY: reconnecting, streams in flight finish' : 'tunnel closed');
+    this.#o.log.info({ proxy: this.proxy, goaway }, goaway ? 'proxy sent GOAWAY: reconnecting, streams in flight finish' : 'tunnel closed');
   }
 }
 
