@@ -18,7 +18,7 @@ listener (serve --agent-listen) and carries the proxy's requests for /clusters/N
 apiserver, streams (exec, attach, cp, port-forward) included. See docs/agent.md.
 
 Usage:
-  kube-stream-proxy agent --proxy-url URL --cluster-name NAME --token-file PATH --upstream URL [flags]
+  kube-stream-proxy agent --proxy-url URL --cluster-name NAME (--token-file PATH | --client-cert-file PATH --client-key-file PATH) --upstream URL [flags]
 
 Flags:
   --proxy-url URL                     The proxy's agent listener: https://HOST:PORT (http:// only on loopback).
@@ -29,6 +29,10 @@ Flags:
   --proxy-ca-file PATH                PEM CA verifying the proxy's serving certificate (default: system roots).
   --cluster-name NAME                 The cluster this agent serves (DNS-1123 name; clients use /clusters/NAME).
   --token-file PATH                   The agent token (a line of the proxy's --agent-token-file); re-read on every connect.
+  --client-cert-file PATH             PEM client certificate presented to the proxy (its CN is the cluster name;
+                                      verified by the proxy's --agent-client-ca-file); re-read on every connect.
+                                      With it, --token-file is optional.
+  --client-key-file PATH              Its private key.
   --upstream URL                      The cluster's apiserver (http or https).
   --upstream-ca-file PATH             PEM CA bundle to verify the apiserver.
   --upstream-insecure-skip-tls-verify Do not verify the apiserver's certificate (logged as a warning).
@@ -62,6 +66,8 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
         'proxy-ca-file': { type: 'string' },
         'cluster-name': { type: 'string' },
         'token-file': { type: 'string' },
+        'client-cert-file': { type: 'string' },
+        'client-key-file': { type: 'string' },
         upstream: { type: 'string' },
         'upstream-ca-file': { type: 'string' },
         'upstream-insecure-skip-tls-verify': { type: 'boolean', default: false },
@@ -91,11 +97,28 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
   }
   const clusterName = need('--cluster-name', values['cluster-name']);
   if (!isValidClusterName(clusterName)) throw new ConfigError(`--cluster-name: ${JSON.stringify(clusterName)} is not a DNS-1123 subdomain`);
-  const tokenFile = need('--token-file', values['token-file']);
-  try {
-    if (readFileSync(tokenFile, 'utf8').trim() === '') throw new Error('empty');
-  } catch (e) {
-    throw new ConfigError(`--token-file: ${tokenFile}: ${(e as Error).message}`);
+  const certFile = values['client-cert-file'];
+  const keyFile = values['client-key-file'];
+  if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError('--client-cert-file and --client-key-file go together');
+  if (certFile !== undefined) {
+    const plain = proxyUrls.find((u) => u.protocol === 'http:');
+    if (plain) throw new ConfigError(`--client-cert-file: the proxy URL ${plain.origin} is not TLS, so no certificate would be presented; use https://`);
+    for (const [flag, path] of [['--client-cert-file', certFile], ['--client-key-file', keyFile!]] as const) {
+      try {
+        readFileSync(path);
+      } catch (e) {
+        throw new ConfigError(`${flag}: ${(e as Error).message}`);
+      }
+    }
+  }
+  const tokenFile = values['token-file'];
+  if (tokenFile === undefined && certFile === undefined) throw new ConfigError('--token-file (or --client-cert-file and --client-key-file) is required');
+  if (tokenFile !== undefined) {
+    try {
+      if (readFileSync(tokenFile, 'utf8').trim() === '') throw new Error('empty');
+    } catch (e) {
+      throw new ConfigError(`--token-file: ${tokenFile}: ${(e as Error).message}`);
+    }
   }
   const upstream = upstreamFromFiles({
     url: need('--upstream', values.upstream),
@@ -103,7 +126,15 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
     insecureSkipTlsVerify: values['upstream-insecure-skip-tls-verify'],
   });
   if (values['upstream-insecure-skip-tls-verify']) log.warn({}, '--upstream-insecure-skip-tls-verify: the apiserver serving certificate is NOT verified');
-  const options: AgentPoolOptions = { proxyUrls, resolveIntervalMs, clusterName, tokenFile, upstream, log };
+  const options: AgentPoolOptions = {
+    proxyUrls,
+    resolveIntervalMs,
+    clusterName,
+    ...(tokenFile !== undefined ? { tokenFile } : {}),
+    ...(certFile !== undefined ? { clientCertFile: certFile, clientKeyFile: keyFile! } : {}),
+    upstream,
+    log,
+  };
   if (values['proxy-ca-file'] !== undefined) {
     try {
       options.proxyCa = readFileSync(values['proxy-ca-file']);

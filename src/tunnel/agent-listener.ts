@@ -1,6 +1,7 @@
 /**
- * The proxy's agent listener (`serve --agent-listen`): agents dial in, authenticate with a bearer
- * token from `--agent-token-file` for the cluster they name, and on `101` the connection becomes
+ * The proxy's agent listener (`serve --agent-listen`): agents dial in, authenticate for the cluster
+ * they name — with a client certificate verified by `--agent-client-ca-file` whose CN is that
+ * cluster (`agent-client-cert.ts`), or a bearer token from `--agent-token-file` — and on `101` the connection becomes
  * an HTTP/2 session with the proxy as the client (see `protocol.ts`). The session is registered
  * for its cluster until it closes. Refusals are Kubernetes Status answers, logged with the reason
  * (never the token).
@@ -9,11 +10,13 @@ import { createServer as createHttpServer, type IncomingMessage, type Server } f
 import { connect as http2Connect } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { closeAfterAnswer } from '../../proxy/close-after-answer.js';
 import type { HostPort } from '../listen-address.js';
 import type { TunnelMetrics, TunnelRefusalReason } from '../metrics.js';
 import { errorStatus } from '../status.js';
+import { clientCertificateIdentity } from './agent-client-cert.js';
 import type { AgentRegistry } from './agent-registry.js';
 import type { AgentTokenFile } from './agent-tokens.js';
 import { keepTunnelAlive } from './keepalive.js';
@@ -39,7 +42,10 @@ export interface AgentListenerOptions {
   listen: HostPort;
   /** Serving certificate; absent = plain TCP (the configuration allows that on loopback only). */
   tls?: { cert: Buffer; key: Buffer };
-  tokens: AgentTokenFile;
+  /** Agent tokens (`--agent-token-file`); absent = client certificates only. */
+  tokens?: AgentTokenFile;
+  /** CA bundle verifying agents' client certificates (`--agent-client-ca-file`; TLS only). */
+  clientCa?: Buffer;
   registry: AgentRegistry;
   metrics?: TunnelMetrics;
   log: TunnelLogger;
@@ -53,7 +59,11 @@ export class AgentListener {
 
   constructor(o: AgentListenerOptions) {
     this.#o = o;
-    const server = o.tls ? createHttpsServer({ cert: o.tls.cert, key: o.tls.key }) : createHttpServer();
+    // With a client CA the handshake asks for a certificate but lets one that fails verification
+    // through: the upgrade then answers a 401 Status saying why (a TLS alert says nothing useful).
+    const server = o.tls
+      ? createHttpsServer({ cert: o.tls.cert, key: o.tls.key, ...(o.clientCa ? { ca: o.clientCa, requestCert: true, rejectUnauthorized: false } : {}) })
+      : createHttpServer();
     this.#server = server as unknown as Server;
     this.#server.on('request', (req: IncomingMessage, res) => {
       res.writeHead(400, { 'Content-Type': 'application/json', Connection: 'close' });
@@ -102,18 +112,32 @@ export class AgentListener {
     if (typeof cluster !== 'string' || !isValidClusterName(cluster)) {
       return refuse(400, 'bad_request', `${CLUSTER_HEADER}: a cluster name (DNS-1123 subdomain) is required`);
     }
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-    if (!m) return refuse(401, 'unauthorized', 'Unauthorized: no agent bearer token');
-    const tokenCluster = this.#o.tokens.clusterFor(m[1]!);
-    if (this.#o.tokens.lastError) this.#o.log.warn({ path: this.#o.tokens.path, err: this.#o.tokens.lastError }, 'agent token file not re-read; using the last good one');
-    if (tokenCluster === undefined) return refuse(401, 'unauthorized', 'Unauthorized: unknown agent token');
-    if (tokenCluster !== cluster) return refuse(403, 'forbidden', `Forbidden: the agent token is not valid for cluster "${cluster}"`);
+    let auth: 'certificate' | 'token';
+    const cert = this.#o.clientCa ? clientCertificateIdentity(req.socket as TLSSocket) : { kind: 'none' as const };
+    if (cert.kind === 'unverified') return refuse(401, 'unauthorized', `Unauthorized: the agent client certificate is not valid: ${cert.reason}`);
+    if (cert.kind === 'verified') {
+      // A verified certificate decides alone: a token beside it cannot widen it to another cluster.
+      if (cert.commonName !== cluster) {
+        return refuse(403, 'forbidden', `Forbidden: the agent client certificate (CN ${JSON.stringify(cert.commonName)}) is not valid for cluster "${cluster}"`);
+      }
+      auth = 'certificate';
+    } else {
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+      if (!m || !this.#o.tokens) {
+        return refuse(401, 'unauthorized', `Unauthorized: no agent ${this.#o.tokens ? (this.#o.clientCa ? 'client certificate or bearer token' : 'bearer token') : 'client certificate'}`);
+      }
+      const tokenCluster = this.#o.tokens.clusterFor(m[1]!);
+      if (this.#o.tokens.lastError) this.#o.log.warn({ path: this.#o.tokens.path, err: this.#o.tokens.lastError }, 'agent token file not re-read; using the last good one');
+      if (tokenCluster === undefined) return refuse(401, 'unauthorized', 'Unauthorized: unknown agent token');
+      if (tokenCluster !== cluster) return refuse(403, 'forbidden', `Forbidden: the agent token is not valid for cluster "${cluster}"`);
+      auth = 'token';
+    }
     const upstreamHostHeader = req.headers[UPSTREAM_HOST_HEADER.toLowerCase()];
     const upstreamHost = typeof upstreamHostHeader === 'string' && /^[A-Za-z0-9.:[\]-]+$/.test(upstreamHostHeader) ? upstreamHostHeader : cluster;
-    this.#accept(req, socket, head, cluster, upstreamHost);
+    this.#accept(req, socket, head, cluster, upstreamHost, auth);
   }
 
-  #accept(req: IncomingMessage, socket: Duplex, head: Buffer, cluster: string, upstreamHost: string): void {
+  #accept(req: IncomingMessage, socket: Duplex, head: Buffer, cluster: string, upstreamHost: string, auth: 'certificate' | 'token'): void {
     const remoteAddress = req.socket.remoteAddress;
     (socket as Socket).setNoDelay?.(true);
     // Node's HTTP server makes its sockets half-open capable; HTTP/2 has no half-closed connection,
@@ -131,7 +155,7 @@ export class AgentListener {
       session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES);
       this.#o.registry.add({ cluster, session, remoteAddress, upstreamHost, connectedAt: Date.now() });
       this.#o.metrics?.incTunnelAgentConnection(cluster);
-      this.#o.log.info({ cluster, remoteAddress }, 'agent connected');
+      this.#o.log.info({ cluster, remoteAddress, auth }, 'agent connected');
       keepTunnelAlive(session, { onDead: (reason) => this.#o.log.warn({ cluster, remoteAddress, reason }, 'agent tunnel dead') });
     });
     session.once('close', () => {

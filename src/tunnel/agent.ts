@@ -51,8 +51,14 @@ export interface TunnelAgentOptions {
   /** CA bundle verifying the proxy's serving certificate (default: Node's roots). */
   proxyCa?: Buffer;
   clusterName: string;
-  /** File holding the agent token (re-read on every connect, so rotation needs no restart). */
-  tokenFile: string;
+  /**
+   * File holding the agent token (re-read on every connect, so rotation needs no restart); may be
+   * absent when the agent authenticates with a client certificate.
+   */
+  tokenFile?: string;
+  /** Client certificate and key files presented to the proxy (re-read on every connect). */
+  clientCertFile?: string;
+  clientKeyFile?: string;
   /** The cluster's apiserver: every tunnel stream is connected here. */
   upstream: Upstream;
   log: AgentLogger;
@@ -125,7 +131,7 @@ export class TunnelAgent {
     }
   }
 
-  #dialProxy(): Socket {
+  #dialProxy(clientCert: { cert: Buffer; key: Buffer } | undefined): Socket {
     const url = this.#o.proxyUrl;
     const name = url.hostname.replace(/^\[(.*)\]$/, '$1');
     const host = this.#o.dialAddress ?? name;
@@ -137,14 +143,24 @@ export class TunnelAgent {
         ALPNProtocols: ['http/1.1'],
         ...(isIP(name) ? {} : { servername: name }),
         ...(this.#o.proxyCa ? { ca: this.#o.proxyCa } : {}),
+        ...clientCert,
       });
     }
     return netConnect({ host, port });
   }
 
+  /** The token and client certificate, read now (files may have been rotated since the last connect). */
+  #credentials(): { token?: string; clientCert?: { cert: Buffer; key: Buffer } } {
+    const o = this.#o;
+    return {
+      ...(o.tokenFile !== undefined ? { token: readFileSync(o.tokenFile, 'utf8').trim() } : {}),
+      ...(o.clientCertFile !== undefined && o.clientKeyFile !== undefined ? { clientCert: { cert: readFileSync(o.clientCertFile), key: readFileSync(o.clientKeyFile) } } : {}),
+    };
+  }
+
   async #connect(): Promise<Attempt> {
-    const token = readFileSync(this.#o.tokenFile, 'utf8').trim();
-    const socket = this.#dialProxy();
+    const { token, clientCert } = this.#credentials();
+    const socket = this.#dialProxy(clientCert);
     socket.on('error', () => {});
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new Error(`no answer from the proxy within ${AGENT_CONNECT_TIMEOUT_MS} ms`)), AGENT_CONNECT_TIMEOUT_MS);
@@ -161,7 +177,7 @@ export class TunnelAgent {
           `Host: ${this.#o.proxyUrl.host}\r\n` +
           `Connection: Upgrade\r\n` +
           `Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}\r\n` +
-          `Authorization: Bearer ${token}\r\n` +
+          (token !== undefined ? `Authorization: Bearer ${token}\r\n` : '') +
           `${CLUSTER_HEADER}: ${this.#o.clusterName}\r\n` +
           `${UPSTREAM_HOST_HEADER}: ${this.#o.upstream.host}\r\n` +
           `\r\n`,
