@@ -10,7 +10,7 @@ import { ConfigError } from '../errors.js';
 import { upstreamFromFiles } from '../routing/upstream.js';
 import type { AgentLogger } from './agent.js';
 import { AgentPool, DEFAULT_PROXY_RESOLVE_INTERVAL_MS, type AgentPoolOptions } from './agent-pool.js';
-import { isValidClusterName } from './protocol.js';
+import { AGENT_CONNECT_PATH, isValidClusterName } from './protocol.js';
 
 /** The `agent --help` text. */
 export const AGENT_USAGE = `kube-stream-proxy agent: runs next to a cluster's apiserver, dials OUT to the proxy's agent
@@ -21,7 +21,9 @@ Usage:
   kube-stream-proxy agent --proxy-url URL --cluster-name NAME (--token-file PATH | --client-cert-file PATH --client-key-file PATH) --upstream URL [flags]
 
 Flags:
-  --proxy-url URL                     The proxy's agent listener: https://HOST:PORT (http:// only on loopback).
+  --proxy-url URL                     The proxy's agent listener: https://HOST:PORT (http:// only on loopback),
+                                      or wss://HOST:PORT (ws:// only on loopback) to carry the tunnel over a
+                                      WebSocket, for L7 load balancers that pass WebSockets only.
                                       Repeatable: one tunnel to each. A HOST that is a DNS name (a headless
                                       Service) gets one tunnel per address it resolves to, re-resolved every
                                       --proxy-resolve-interval; the TLS server name stays the DNS name.
@@ -39,7 +41,7 @@ Flags:
   -h, --help                          Show this help.
 `;
 
-/** One `--proxy-url`: https (or http to a loopback address). Throws ConfigError. */
+/** One `--proxy-url`: https or wss (http/ws to a loopback address only). Throws ConfigError. */
 function parseProxyUrl(raw: string): URL {
   let url: URL;
   try {
@@ -47,9 +49,14 @@ function parseProxyUrl(raw: string): URL {
   } catch {
     throw new ConfigError(`--proxy-url: invalid URL ${JSON.stringify(raw)}`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`--proxy-url ${raw}: scheme must be https (or http on loopback)`);
-  if (url.protocol === 'http:' && !isLoopbackHost(url.hostname.replace(/^\[(.*)\]$/, '$1'))) {
-    throw new ConfigError(`--proxy-url ${raw}: plain http is allowed only to a loopback address; the agent token must not cross a network in clear text`);
+  if (!['https:', 'wss:', 'http:', 'ws:'].includes(url.protocol)) {
+    throw new ConfigError(`--proxy-url ${raw}: scheme must be https or wss (http or ws on loopback)`);
+  }
+  if ((url.protocol === 'http:' || url.protocol === 'ws:') && !isLoopbackHost(url.hostname.replace(/^\[(.*)\]$/, '$1'))) {
+    throw new ConfigError(`--proxy-url ${raw}: plain ${url.protocol.slice(0, -1)} is allowed only to a loopback address; the agent token must not cross a network in clear text`);
+  }
+  if (url.pathname !== '/' || url.search !== '' || url.username !== '') {
+    throw new ConfigError(`--proxy-url ${raw}: give scheme://host:port only (the agent always connects to ${AGENT_CONNECT_PATH})`);
   }
   return url;
 }
@@ -101,8 +108,8 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
   const keyFile = values['client-key-file'];
   if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError('--client-cert-file and --client-key-file go together');
   if (certFile !== undefined) {
-    const plain = proxyUrls.find((u) => u.protocol === 'http:');
-    if (plain) throw new ConfigError(`--client-cert-file: the proxy URL ${plain.origin} is not TLS, so no certificate would be presented; use https://`);
+    const plain = proxyUrls.find((u) => u.protocol === 'http:' || u.protocol === 'ws:');
+    if (plain) throw new ConfigError(`--client-cert-file: the proxy URL ${plain.href} is not TLS, so no certificate would be presented; use https:// or wss://`);
     for (const [flag, path] of [['--client-cert-file', certFile], ['--client-key-file', keyFile!]] as const) {
       try {
         readFileSync(path);

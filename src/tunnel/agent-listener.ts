@@ -1,9 +1,10 @@
 /**
  * The proxy's agent listener (`serve --agent-listen`): agents dial in, authenticate for the cluster
  * they name — with a client certificate verified by `--agent-client-ca-file` whose CN is that
- * cluster (`agent-client-cert.ts`), or a bearer token from `--agent-token-file` — and on `101` the connection becomes
- * an HTTP/2 session with the proxy as the client (see `protocol.ts`). The session is registered
- * for its cluster until it closes. Refusals are Kubernetes Status answers, logged with the reason
+ * cluster (`agent-client-cert.ts`), or a bearer token from `--agent-token-file` — and on `101` the
+ * connection (a raw upgrade, or a WebSocket: `websocket-carrier.ts`) becomes an HTTP/2 session
+ * with the proxy as the client (see `protocol.ts`). The session is registered for its cluster
+ * until it closes. Refusals are Kubernetes Status answers, logged with the reason
  * (never the token).
  */
 import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
@@ -21,6 +22,7 @@ import type { AgentRegistry } from './agent-registry.js';
 import type { AgentTokenFile } from './agent-tokens.js';
 import { keepTunnelAlive } from './keepalive.js';
 import { jsStreamOver } from './socket-stream.js';
+import { TUNNEL_WEBSOCKET_PROTOCOL, WebSocketCarrierServer } from './websocket-carrier.js';
 import {
   AGENT_CONNECT_PATH,
   CLUSTER_HEADER,
@@ -51,9 +53,19 @@ export interface AgentListenerOptions {
   log: TunnelLogger;
 }
 
+/** What the listener knows of a tunnel it accepted. */
+interface TunnelInfo {
+  cluster: string;
+  upstreamHost: string;
+  auth: 'certificate' | 'token';
+  carrier: 'raw' | 'websocket';
+  remoteAddress: string | undefined;
+}
+
 /** The agent listener. */
 export class AgentListener {
   readonly #o: AgentListenerOptions;
+  readonly #webSockets = new WebSocketCarrierServer();
   readonly #server: Server;
   readonly #pending = new Set<Duplex>();
 
@@ -105,8 +117,14 @@ export class AgentListener {
     };
     const path = (req.url ?? '').split('?')[0];
     const upgrade = (req.headers.upgrade ?? '').toLowerCase();
-    if (req.method !== 'GET' || path !== AGENT_CONNECT_PATH || upgrade !== TUNNEL_UPGRADE_PROTOCOL) {
-      return refuse(400, 'bad_request', `agents connect with GET ${AGENT_CONNECT_PATH} and Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}`);
+    // Two carriers: the raw upgrade, or a WebSocket with the tunnel subprotocol (websocket-carrier.ts).
+    const carrier = upgrade === TUNNEL_UPGRADE_PROTOCOL ? 'raw' : upgrade === 'websocket' && WebSocketCarrierServer.offersTunnelProtocol(req) ? 'websocket' : undefined;
+    if (req.method !== 'GET' || path !== AGENT_CONNECT_PATH || carrier === undefined) {
+      return refuse(
+        400,
+        'bad_request',
+        `agents connect with GET ${AGENT_CONNECT_PATH} and Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}, or a WebSocket with subprotocol ${TUNNEL_WEBSOCKET_PROTOCOL}`,
+      );
     }
     const cluster = req.headers[CLUSTER_HEADER.toLowerCase()];
     if (typeof cluster !== 'string' || !isValidClusterName(cluster)) {
@@ -134,20 +152,25 @@ export class AgentListener {
     }
     const upstreamHostHeader = req.headers[UPSTREAM_HOST_HEADER.toLowerCase()];
     const upstreamHost = typeof upstreamHostHeader === 'string' && /^[A-Za-z0-9.:[\]-]+$/.test(upstreamHostHeader) ? upstreamHostHeader : cluster;
-    this.#accept(req, socket, head, cluster, upstreamHost, auth);
-  }
-
-  #accept(req: IncomingMessage, socket: Duplex, head: Buffer, cluster: string, upstreamHost: string, auth: 'certificate' | 'token'): void {
-    const remoteAddress = req.socket.remoteAddress;
+    const tunnel: TunnelInfo = { cluster, upstreamHost, auth, carrier, remoteAddress: req.socket.remoteAddress };
     (socket as Socket).setNoDelay?.(true);
     // Node's HTTP server makes its sockets half-open capable; HTTP/2 has no half-closed connection,
     // and with it on an agent that died (FIN) left the session, and every stream on it, hanging.
     if (!this.#o.tls) (socket as Socket).allowHalfOpen = false;
     this.#pending.add(socket);
+    if (carrier === 'websocket') {
+      this.#webSockets.accept(req, socket, head, (stream) => this.#startSession(socket, stream, tunnel));
+      return;
+    }
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${TUNNEL_UPGRADE_PROTOCOL}\r\n\r\n`);
     if (head.length > 0) socket.unshift(head);
+    this.#startSession(socket, this.#o.tls ? jsStreamOver(socket) : socket, tunnel);
+  }
+
+  /** Run the HTTP/2 session over `carrier` (the upgraded `socket`, or a stream over it) and register it. */
+  #startSession(socket: Duplex, carrier: Duplex, t: TunnelInfo): void {
+    const { cluster, upstreamHost, auth, remoteAddress } = t;
     // Reversed roles: the agent dialed, the proxy is the HTTP/2 client on that connection.
-    const carrier = this.#o.tls ? jsStreamOver(socket) : socket;
     const session = http2Connect('http://agent.invalid', { ...TUNNEL_HTTP2_OPTIONS, createConnection: () => carrier });
     session.on('error', (err) => this.#o.log.info({ cluster, remoteAddress, err: err.message }, 'agent tunnel error'));
     session.once('connect', () => {
@@ -155,7 +178,7 @@ export class AgentListener {
       session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES);
       this.#o.registry.add({ cluster, session, remoteAddress, upstreamHost, connectedAt: Date.now() });
       this.#o.metrics?.incTunnelAgentConnection(cluster);
-      this.#o.log.info({ cluster, remoteAddress, auth }, 'agent connected');
+      this.#o.log.info({ cluster, remoteAddress, auth, carrier: t.carrier }, 'agent connected');
       keepTunnelAlive(session, { onDead: (reason) => this.#o.log.warn({ cluster, remoteAddress, reason }, 'agent tunnel dead') });
     });
     session.once('close', () => {

@@ -20,6 +20,7 @@ import type { Upstream } from '../routing/upstream.js';
 import { reconnectDelayMs, RECONNECT_RESET_AFTER_MS } from './backoff.js';
 import { keepTunnelAlive } from './keepalive.js';
 import { jsStreamOver } from './socket-stream.js';
+import { dialWebSocketCarrier, isWebSocketUrl } from './websocket-carrier.js';
 import { serveTunnelStream } from './agent-stream.js';
 import {
   AGENT_CONNECT_PATH,
@@ -41,7 +42,10 @@ export interface AgentLogger {
 
 /** Options of {@link TunnelAgent}. */
 export interface TunnelAgentOptions {
-  /** `https://host:port` (or `http://` on loopback) of the proxy's agent listener. */
+  /**
+   * `https://host:port` (or `http://` on loopback) of the proxy's agent listener; `wss://` (`ws://`
+   * on loopback) for the WebSocket carrier.
+   */
   proxyUrl: URL;
   /**
    * The address to dial instead of the URL's host: one replica behind a DNS name (`agent-pool.ts`).
@@ -158,8 +162,18 @@ export class TunnelAgent {
     };
   }
 
+  /** The headers of the connect request, either carrier. */
+  #connectHeaders(token: string | undefined): Record<string, string> {
+    return {
+      ...(token !== undefined ? { Authorization: `Bearer ${token}` } : {}),
+      [CLUSTER_HEADER]: this.#o.clusterName,
+      [UPSTREAM_HOST_HEADER]: this.#o.upstream.host,
+    };
+  }
+
   async #connect(): Promise<Attempt> {
     const { token, clientCert } = this.#credentials();
+    if (isWebSocketUrl(this.#o.proxyUrl)) return this.#connectWebSocket(token, clientCert);
     const socket = this.#dialProxy(clientCert);
     socket.on('error', () => {});
     const controller = new AbortController();
@@ -177,9 +191,9 @@ export class TunnelAgent {
           `Host: ${this.#o.proxyUrl.host}\r\n` +
           `Connection: Upgrade\r\n` +
           `Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}\r\n` +
-          (token !== undefined ? `Authorization: Bearer ${token}\r\n` : '') +
-          `${CLUSTER_HEADER}: ${this.#o.clusterName}\r\n` +
-          `${UPSTREAM_HOST_HEADER}: ${this.#o.upstream.host}\r\n` +
+          Object.entries(this.#connectHeaders(token))
+            .map(([k, v]) => `${k}: ${v}\r\n`)
+            .join('') +
           `\r\n`,
       );
       const response = await readResponseHead(socket, controller.signal);
@@ -187,13 +201,7 @@ export class TunnelAgent {
       if (statusCode !== 101 || (headers.get('upgrade') ?? '').toLowerCase() !== TUNNEL_UPGRADE_PROTOCOL) {
         const body = await readSome(socket, response.rest, controller.signal);
         socket.destroy();
-        let message = body.toString('utf8').trim();
-        try {
-          message = (JSON.parse(message) as { message?: string }).message ?? message;
-        } catch {
-          // not a Status
-        }
-        return { kind: 'refused', status: statusCode, message };
+        return { kind: 'refused', status: statusCode, message: refusalMessage(body) };
       }
       if (response.rest.length > 0) socket.unshift(response.rest);
       // Reversed roles: the agent dialed and is the HTTP/2 server on this connection.
@@ -205,6 +213,24 @@ export class TunnelAgent {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** The `wss://` carrier (`websocket-carrier.ts`): HTTP/2 over a WebSocket. */
+  async #connectWebSocket(token: string | undefined, clientCert: { cert: Buffer; key: Buffer } | undefined): Promise<Attempt> {
+    const signal = AbortSignal.timeout(AGENT_CONNECT_TIMEOUT_MS);
+    const result = await dialWebSocketCarrier({
+      url: this.#o.proxyUrl,
+      ...(this.#o.dialAddress !== undefined ? { dialAddress: this.#o.dialAddress } : {}),
+      headers: this.#connectHeaders(token),
+      ...(this.#o.proxyCa ? { ca: this.#o.proxyCa } : {}),
+      ...(clientCert ? { clientCert } : {}),
+      signal,
+    }).catch((e: unknown) => {
+      throw signal.aborted ? new Error(`no answer from the proxy within ${AGENT_CONNECT_TIMEOUT_MS} ms`) : e;
+    });
+    if (result.kind === 'refused') return { kind: 'refused', status: result.status, message: refusalMessage(result.body) };
+    // Reversed roles, as on the raw carrier.
+    return { kind: 'connected', session: performServerHandshake(result.stream, TUNNEL_HTTP2_OPTIONS) };
   }
 
   /** Serve the tunnel until it closes. */
@@ -234,6 +260,16 @@ export class TunnelAgent {
       session.once('close', () => this.#draining.delete(session));
     }
     this.#o.log.info({ proxy: this.proxy, goaway }, goaway ? 'proxy sent GOAWAY: reconnecting, streams in flight finish' : 'tunnel closed');
+  }
+}
+
+/** The message of a refusal's body: a Status's `message`, else the text. Pure. */
+function refusalMessage(body: Buffer): string {
+  const text = body.toString('utf8').trim();
+  try {
+    return (JSON.parse(text) as { message?: string }).message ?? text;
+  } catch {
+    return text; // not a Status
   }
 }
 
