@@ -68,6 +68,7 @@ export class AgentListener {
   readonly #webSockets = new WebSocketCarrierServer();
   readonly #server: Server;
   readonly #pending = new Set<Duplex>();
+  #draining = false;
 
   constructor(o: AgentListenerOptions) {
     this.#o = o;
@@ -98,6 +99,14 @@ export class AgentListener {
     return a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
   }
 
+  /**
+   * Graceful shutdown began: refuse new tunnels with a 503 Status (the agent backs off and, behind a
+   * load balancer or with a tunnel to every replica, is served elsewhere). Tunnels up stay up.
+   */
+  startDraining(): void {
+    this.#draining = true;
+  }
+
   /** Stop accepting and drop connections still authenticating (tunnels close via the registry). */
   async close(): Promise<void> {
     for (const s of this.#pending) s.destroy();
@@ -115,6 +124,7 @@ export class AgentListener {
       this.#refused(req, reason, message);
       closeAfterAnswer(socket, errorStatus(code, message));
     };
+    if (this.#draining) return refuse(503, 'shutting_down', 'the proxy is shutting down: connect to another replica');
     const path = (req.url ?? '').split('?')[0];
     const upgrade = (req.headers.upgrade ?? '').toLowerCase();
     // Two carriers: the raw upgrade, or a WebSocket with the tunnel subprotocol (websocket-carrier.ts).
