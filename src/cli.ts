@@ -142,8 +142,9 @@ Aggregation (docs/aggregation.md):
 
 Clusters behind agents (docs/agent.md):
   --agent-listen HOST:PORT            Accept agent tunnels here (TLS with the --tls-* pair; plain only on
-                                      loopback). Clients address a cluster as /clusters/NAME/...; --upstream
-                                      becomes optional (requests without a cluster then get 404).
+                                      loopback), as a raw upgrade or over a WebSocket (agent wss://). Clients
+                                      address a cluster as /clusters/NAME/...; --upstream becomes optional
+                                      (requests without a cluster then get 404).
   --agent-token-file PATH             CSV token,cluster-name: which agent token serves which cluster
                                       (re-read when it changes).
   --agent-client-ca-file PATH         PEM CA bundle: the agent listener asks for a client certificate, and
