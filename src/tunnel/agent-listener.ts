@@ -80,7 +80,11 @@ export class AgentListener {
     this.#server = server as unknown as Server;
     this.#server.on('request', (req: IncomingMessage, res) => {
       res.writeHead(400, { 'Content-Type': 'application/json', Connection: 'close' });
-      res.end(JSON.stringify(errorStatus(400, `agents connect with GET ${AGENT_CONNECT_PATH} and Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}`, 'BadRequest')));
+      res.end(
+        JSON.stringify(
+          errorStatus(400, `agents connect with GET ${AGENT_CONNECT_PATH} and Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}, or a WebSocket with subprotocol ${TUNNEL_WEBSOCKET_PROTOCOL}`, 'BadRequest'),
+        ),
+      );
       this.#refused(req, 'bad_request', 'not an upgrade request');
     });
     this.#server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head));

@@ -6,6 +6,11 @@
  * and relayed byte for byte; the proxy's UpgradeAwareProxy, translator and tunnel do the HTTP work
  * on top (docs/agent.md explains why the 101 check there covers the agent).
  *
+ * The connect request rides the raw upgrade (`https://`) or a WebSocket (`wss://`,
+ * `websocket-carrier.ts`) and authenticates with the token file and/or a client certificate, all
+ * re-read on every connect. One TunnelAgent is one tunnel to one proxy address; `agent-pool.ts`
+ * keeps one per proxy replica.
+ *
  * The tunnel is kept alive with PINGs and re-dialed after any loss with jittered exponential
  * backoff (`backoff.ts`); a refusal (bad token) is logged with the proxy's reason and retried the
  * same way, so a fixed token file heals without a restart.

@@ -54,7 +54,7 @@ interface CertRig {
   registry: AgentRegistry;
   metrics: Registry;
   proxyLog: ReturnType<typeof recordingLog>;
-  agent(o: { cert?: CertAndKey; token?: string }): { agent: TunnelAgent; log: ReturnType<typeof recordingLog> };
+  agent(o: { cert?: CertAndKey; token?: string; websocket?: boolean }): { agent: TunnelAgent; log: ReturnType<typeof recordingLog> };
 }
 
 async function certRig(): Promise<CertRig> {
@@ -89,12 +89,12 @@ async function certRig(): Promise<CertRig> {
     registry,
     metrics,
     proxyLog,
-    agent: ({ cert, token }) => {
+    agent: ({ cert, token, websocket }) => {
       const log = recordingLog();
       const tokenFile = join(dir, `token-${n++}`);
       if (token !== undefined) writeFileSync(tokenFile, `${token}\n`);
       const agent = new TunnelAgent({
-        proxyUrl: url,
+        proxyUrl: websocket ? new URL(url.href.replace(/^https:/, 'wss:')) : url,
         proxyCa: ca.cert,
         clusterName: 'one',
         ...(token !== undefined ? { tokenFile } : {}),
@@ -119,6 +119,18 @@ describe('agent listener with --agent-client-ca-file', () => {
     await log.waitFor(/^tunnel established/);
     expect(await r.proxyLog.waitFor(/^agent connected/)).toContain('"auth":"certificate"');
     expect(counterValue(await r.metrics.metrics(), 'kube_stream_proxy_tunnel_agent_connections_total', { cluster: 'one' })).toBe(1);
+  });
+
+  it('the same over the WebSocket carrier (wss://)', async () => {
+    const r = await certRig();
+    const cert = await createClientCert(r.dir, r.ca, { cn: 'one' });
+    const connected = r.registry.nextTunnel('one');
+    const { log } = r.agent({ cert, websocket: true });
+    await connected;
+    await log.waitFor(/^tunnel established/);
+    const line = await r.proxyLog.waitFor(/^agent connected/);
+    expect(line).toContain('"auth":"certificate"');
+    expect(line).toContain('"carrier":"websocket"');
   });
 
   it('a certificate whose CN is another cluster is refused with 403, logged and counted', async () => {
