@@ -93,6 +93,8 @@ export function parseAgentArgs(argv: string[], log: AgentLogger): { help: true }
   const rawUrls = values['proxy-url'] ?? [];
   if (rawUrls.length === 0) throw new ConfigError('--proxy-url is required');
   const proxyUrls = rawUrls.map(parseProxyUrl);
+  const dup = proxyUrls.find((u, i) => proxyUrls.findIndex((v) => v.href === u.href) !== i);
+  if (dup) throw new ConfigError(`--proxy-url ${dup.href} is given twice`);
   let resolveIntervalMs = DEFAULT_PROXY_RESOLVE_INTERVAL_MS;
   if (values['proxy-resolve-interval'] !== undefined) {
     try {

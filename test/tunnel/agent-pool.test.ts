@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Upstream } from '../../src/routing/upstream.js';
 import type { AgentLogger } from '../../src/tunnel/agent.js';
+import { parseAgentArgs } from '../../src/tunnel/agent-command.js';
 import { AgentListener } from '../../src/tunnel/agent-listener.js';
 import { AgentPool } from '../../src/tunnel/agent-pool.js';
 import { AgentRegistry, type AgentTunnel } from '../../src/tunnel/agent-registry.js';
@@ -124,5 +125,34 @@ describe('AgentPool: one tunnel per address of a DNS-named proxy URL', () => {
     expect(pool.tunnels.map((t) => t.proxy)).toEqual(['http://127.0.0.1:1', 'http://[::1]:1']);
     expect(asked).toEqual([]);
     await pool.stop();
+  });
+});
+
+describe('agent --proxy-url and --proxy-resolve-interval', () => {
+  const quiet: AgentLogger = { info: () => {}, warn: () => {} };
+  const withToken = (args: string[]): ReturnType<typeof parseAgentArgs> => {
+    const dir = mkdtempSync(join(tmpdir(), 'ksp-pool-flags-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'token'), 'secret\n');
+    return parseAgentArgs([...args, '--cluster-name', 'one', '--token-file', join(dir, 'token'), '--upstream', 'http://127.0.0.1:1'], quiet);
+  };
+
+  it('takes several proxy URLs of either carrier and a resolve interval', () => {
+    const parsed = withToken(['--proxy-url', 'https://a.example:8132', '--proxy-url', 'wss://lb.example', '--proxy-url', 'ws://127.0.0.1:9', '--proxy-resolve-interval', '10s']);
+    expect(parsed.help === false && parsed.options.proxyUrls.map((u) => u.href)).toEqual(['https://a.example:8132/', 'wss://lb.example/', 'ws://127.0.0.1:9/']);
+    expect(parsed.help === false && parsed.options.resolveIntervalMs).toBe(10_000);
+    const defaults = withToken(['--proxy-url', 'https://a.example:8132']);
+    expect(defaults.help === false && defaults.options.resolveIntervalMs).toBe(30_000);
+  });
+
+  it.each([
+    [['--proxy-url', 'https://a.example', '--proxy-url', 'https://a.example'], /given twice/],
+    [['--proxy-url', 'ws://proxy.example:80'], /plain ws is allowed only to a loopback address/],
+    [['--proxy-url', 'wss://proxy.example/some/prefix'], /scheme:\/\/host:port only/],
+    [['--proxy-url', 'ftp://proxy.example'], /scheme must be https or wss/],
+    [['--proxy-url', 'https://a.example', '--proxy-resolve-interval', '100ms'], /at least 1s/],
+    [['--proxy-url', 'https://a.example', '--proxy-resolve-interval', 'soon'], /--proxy-resolve-interval: invalid duration/],
+  ])('refuses %j', (args, message) => {
+    expect(() => withToken(args)).toThrow(message);
   });
 });
