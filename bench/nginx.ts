@@ -94,14 +94,23 @@ http {
 `;
 }
 
-/** Start nginx (`bin`) on a free loopback port in front of `upstream`; files go under `dir`. */
-export async function startNginx(bin: string, upstream: string, dir: string, timeoutMs = 15_000): Promise<ServerProcess> {
+/**
+ * Start nginx (`bin`) on a free loopback port in front of `upstream`; files go under `dir`. `render`
+ * writes the nginx.conf (default: the passthrough of {@link nginxConfig}).
+ */
+export async function startNginx(
+  bin: string,
+  upstream: string,
+  dir: string,
+  timeoutMs = 15_000,
+  render: (o: { prefix: string; port: number; upstream: URL; runAsRoot: boolean }) => string = nginxConfig,
+): Promise<ServerProcess> {
   const up = new URL(upstream);
   if (up.protocol !== 'http:') throw new Error(`nginx bench path: plain http upstream expected, got ${upstream}`);
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const conf = join(dir, 'nginx.conf');
-  writeFileSync(conf, nginxConfig({ prefix: dir, port, upstream: up, runAsRoot: process.getuid?.() === 0 }));
+  writeFileSync(conf, render({ prefix: dir, port, upstream: up, runAsRoot: process.getuid?.() === 0 }));
   const child = spawn(bin, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));

@@ -142,10 +142,14 @@ Aggregation (docs/aggregation.md):
 
 Clusters behind agents (docs/agent.md):
   --agent-listen HOST:PORT            Accept agent tunnels here (TLS with the --tls-* pair; plain only on
-                                      loopback). Clients address a cluster as /clusters/NAME/...; --upstream
-                                      becomes optional (requests without a cluster then get 404).
+                                      loopback), as a raw upgrade or over a WebSocket (agent wss://). Clients
+                                      address a cluster as /clusters/NAME/...; --upstream becomes optional
+                                      (requests without a cluster then get 404).
   --agent-token-file PATH             CSV token,cluster-name: which agent token serves which cluster
                                       (re-read when it changes).
+  --agent-client-ca-file PATH         PEM CA bundle: the agent listener asks for a client certificate, and
+                                      one verified by this CA authenticates its agent for the cluster named
+                                      by its CN (no token needed; tokens still accepted). TLS listener only.
 
 Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
@@ -198,6 +202,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'proxy-client-key-file': { type: 'string' },
         'agent-listen': { type: 'string' },
         'agent-token-file': { type: 'string' },
+        'agent-client-ca-file': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -247,6 +252,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       proxyClientKeyFile: values['proxy-client-key-file'],
       agentListen: values['agent-listen'],
       agentTokenFile: values['agent-token-file'],
+      agentClientCaFile: values['agent-client-ca-file'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;

@@ -69,8 +69,13 @@ export interface AgentListenConfig {
   listen: HostPort;
   /** The serving certificate (the `--tls-*` pair); absent = plain TCP, allowed only on loopback. */
   tls?: ListenTls;
-  /** `--agent-token-file`, read once here and re-read on change. */
-  tokens: AgentTokenFile;
+  /** `--agent-token-file`, read once here and re-read on change; absent = client certificates only. */
+  tokens?: AgentTokenFile;
+  /**
+   * `--agent-client-ca-file`: agents may authenticate with a client certificate verified by this
+   * CA bundle, CN = the cluster name (TLS listener only).
+   */
+  clientCa?: Buffer;
 }
 
 /** The validated configuration `startServer` runs with. */
@@ -146,6 +151,7 @@ export interface ServeFlags {
   websocketAllowedOrigins?: string;
   agentListen?: string;
   agentTokenFile?: string;
+  agentClientCaFile?: string;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -299,10 +305,11 @@ export async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boo
   return { upstream, apiKubeConfig: () => (kc ??= kubeConfigFromFiles(flags)) };
 }
 
-/** Parse `--agent-listen` and `--agent-token-file`. */
+/** Parse `--agent-listen`, `--agent-token-file` and `--agent-client-ca-file`. */
 function parseAgents(flags: ServeFlags, tls: ListenTls | undefined): AgentListenConfig | undefined {
   if (flags.agentListen === undefined) {
     if (flags.agentTokenFile !== undefined) throw new ConfigError('--agent-token-file needs --agent-listen');
+    if (flags.agentClientCaFile !== undefined) throw new ConfigError('--agent-client-ca-file needs --agent-listen');
     return undefined;
   }
   let listen: HostPort;
@@ -314,8 +321,18 @@ function parseAgents(flags: ServeFlags, tls: ListenTls | undefined): AgentListen
   if (!tls && !isLoopbackHost(listen.host)) {
     throw new ConfigError(`--agent-listen ${flags.agentListen}: plain TCP is allowed only on a loopback address; give --tls-cert-file and --tls-private-key-file`);
   }
-  if (flags.agentTokenFile === undefined) throw new ConfigError('--agent-listen needs --agent-token-file (CSV token,cluster-name)');
-  return { listen, tokens: new AgentTokenFile(flags.agentTokenFile), ...(tls ? { tls } : {}) };
+  if (flags.agentTokenFile === undefined && flags.agentClientCaFile === undefined) {
+    throw new ConfigError('--agent-listen needs --agent-token-file (CSV token,cluster-name) or --agent-client-ca-file (client certificates, CN = cluster name)');
+  }
+  if (flags.agentClientCaFile !== undefined && !tls) {
+    throw new ConfigError('--agent-client-ca-file needs a TLS agent listener: give --tls-cert-file and --tls-private-key-file');
+  }
+  return {
+    listen,
+    ...(flags.agentTokenFile !== undefined ? { tokens: new AgentTokenFile(flags.agentTokenFile) } : {}),
+    ...(flags.agentClientCaFile !== undefined ? { clientCa: readListenFile('--agent-client-ca-file', flags.agentClientCaFile) } : {}),
+    ...(tls ? { tls } : {}),
+  };
 }
 
 /** Parse `--upstream-mode`, `--authn`, the client CA, request-header and kubelet flags. */

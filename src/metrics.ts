@@ -58,7 +58,7 @@ export type DialCaller = SessionPathLabel | 'reverse_proxy' | 'readiness';
 export type DialErrorReason = 'unreachable' | 'timeout';
 
 /** Why the agent listener refused a connect request. */
-export type TunnelRefusalReason = 'unauthorized' | 'forbidden' | 'bad_request';
+export type TunnelRefusalReason = 'unauthorized' | 'forbidden' | 'bad_request' | 'shutting_down';
 
 /**
  * The agent tunnel's metrics (src/tunnel/). Labels are the cluster name only (names come from the

@@ -348,9 +348,11 @@ async function raceTimeout(done: Promise<void>, ms: number): Promise<boolean> {
 
 /** The graceful shutdown sequence of {@link RunningServer.shutdown}. */
 async function shutdownApp(app: FastifyInstance, graceMs: number): Promise<ShutdownReport> {
-  const { sessions, agents } = states.get(app)!;
+  const { sessions, agents, agentListener } = states.get(app)!;
   sessions.startDraining();
   // Agents move to another replica now; their streams in flight finish within the grace period.
+  // New tunnels are refused (503) so a reconnecting agent does not land here again.
+  agentListener?.startDraining();
   agents?.goAway();
   const sessionsAtStart = sessions.size;
   app.log.info({ sessions: sessionsAtStart, graceMs }, 'shutting down: no new connections, waiting for streaming sessions');

@@ -8,11 +8,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { isLoopbackHost, parseUpstream } from '../config.js';
+import { isLoopbackHost, parseGoDuration, parseUpstream } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { TunnelAgent, type AgentLogger, type TunnelAgentOptions } from './agent.js';
+import type { AgentLogger } from './agent.js';
+import { AgentPool, DEFAULT_PROXY_RESOLVE_INTERVAL_MS, type AgentPoolOptions } from './agent-pool.js';
 import type { AccessAs } from './agent-request.js';
-import { isValidClusterName } from './protocol.js';
+import { AGENT_CONNECT_PATH, isValidClusterName } from './protocol.js';
 
 /** The `agent --help` text. */
 export const AGENT_USAGE = `kube-stream-proxy agent: runs next to a cluster's apiserver, dials OUT to the proxy's agent
@@ -23,11 +24,17 @@ stream, only inside the Kubernetes API (/api, /apis, /version, /openapi/..., /he
 raw bytes. See docs/agent.md.
 
 Usage:
-  kube-stream-proxy agent --proxy-url URL --cluster-name NAME --token-file PATH
+  kube-stream-proxy agent --proxy-url URL --cluster-name NAME (--token-file PATH | --client-cert-file PATH --client-key-file PATH)
                           (--upstream URL | --kubeconfig PATH | --in-cluster) [flags]
 
 Flags:
-  --proxy-url URL                     The proxy's agent listener: https://HOST:PORT (http:// only on loopback).
+  --proxy-url URL                     The proxy's agent listener: https://HOST:PORT (http:// only on loopback),
+                                      or wss://HOST:PORT (ws:// only on loopback) to carry the tunnel over a
+                                      WebSocket, for L7 load balancers that pass WebSockets only.
+                                      Repeatable: one tunnel to each. A HOST that is a DNS name (a headless
+                                      Service) gets one tunnel per address it resolves to, re-resolved every
+                                      --proxy-resolve-interval; the TLS server name stays the DNS name.
+  --proxy-resolve-interval DURATION   How often DNS names of --proxy-url are re-resolved (default ${DEFAULT_PROXY_RESOLVE_INTERVAL_MS / 1000}s).
   --proxy-ca-file PATH                PEM CA verifying the proxy's serving certificate (default: system roots).
   --cluster-name NAME                 The cluster this agent serves (DNS-1123 name; clients use /clusters/NAME).
   --token-file PATH                   The agent token (a line of the proxy's --agent-token-file); re-read on every connect.
@@ -39,6 +46,11 @@ Flags:
                                       and create tokenreviews and subjectaccessreviews.
   --upstream URL                      The cluster's apiserver (http or https); with --kubeconfig/--in-cluster it
                                       overrides the server.
+  --client-cert-file PATH             PEM client certificate presented to the proxy (its CN is the cluster name;
+                                      verified by the proxy's --agent-client-ca-file); re-read on every connect.
+                                      With it, --token-file is optional.
+  --client-key-file PATH              Its private key.
+  --upstream URL                      The cluster's apiserver (http or https).
   --upstream-ca-file PATH             PEM CA bundle to verify the apiserver.
   --upstream-token-file PATH          The agent's bearer token (impersonate only), re-read every minute.
   --upstream-client-cert-file PATH    The agent's client certificate (impersonate only), with
@@ -50,18 +62,41 @@ Flags:
   -h, --help                          Show this help.
 `;
 
+/** One `--proxy-url`: https or wss (http/ws to a loopback address only). Throws ConfigError. */
+function parseProxyUrl(raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`--proxy-url: invalid URL ${JSON.stringify(raw)}`);
+  }
+  if (!['https:', 'wss:', 'http:', 'ws:'].includes(url.protocol)) {
+    throw new ConfigError(`--proxy-url ${raw}: scheme must be https or wss (http or ws on loopback)`);
+  }
+  if ((url.protocol === 'http:' || url.protocol === 'ws:') && !isLoopbackHost(url.hostname.replace(/^\[(.*)\]$/, '$1'))) {
+    throw new ConfigError(`--proxy-url ${raw}: plain ${url.protocol.slice(0, -1)} is allowed only to a loopback address; the agent token must not cross a network in clear text`);
+  }
+  if (url.pathname !== '/' || url.search !== '' || url.username !== '') {
+    throw new ConfigError(`--proxy-url ${raw}: give scheme://host:port only (the agent always connects to ${AGENT_CONNECT_PATH})`);
+  }
+  return url;
+}
+
 /** Parse the `agent` flags into the agent's options (files read). Throws ConfigError naming the flag. */
-export async function parseAgentArgs(argv: string[], log: AgentLogger): Promise<{ help: true } | { help: false; options: TunnelAgentOptions }> {
+export async function parseAgentArgs(argv: string[], log: AgentLogger): Promise<{ help: true } | { help: false; options: AgentPoolOptions }> {
   let values;
   try {
     ({ values } = parseArgs({
       args: argv,
       options: {
-        'proxy-url': { type: 'string' },
+        'proxy-url': { type: 'string', multiple: true },
+        'proxy-resolve-interval': { type: 'string' },
         'proxy-ca-file': { type: 'string' },
         'cluster-name': { type: 'string' },
         'token-file': { type: 'string' },
         'access-as': { type: 'string' },
+        'client-cert-file': { type: 'string' },
+        'client-key-file': { type: 'string' },
         upstream: { type: 'string' },
         'upstream-ca-file': { type: 'string' },
         'upstream-token-file': { type: 'string' },
@@ -82,24 +117,44 @@ export async function parseAgentArgs(argv: string[], log: AgentLogger): Promise<
     if (v === undefined || v === '') throw new ConfigError(`${flag} is required`);
     return v;
   };
-  let proxyUrl: URL;
-  try {
-    proxyUrl = new URL(need('--proxy-url', values['proxy-url']));
-  } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    throw new ConfigError(`--proxy-url: invalid URL ${JSON.stringify(values['proxy-url'])}`);
-  }
-  if (proxyUrl.protocol !== 'https:' && proxyUrl.protocol !== 'http:') throw new ConfigError('--proxy-url: scheme must be https (or http on loopback)');
-  if (proxyUrl.protocol === 'http:' && !isLoopbackHost(proxyUrl.hostname.replace(/^\[(.*)\]$/, '$1'))) {
-    throw new ConfigError('--proxy-url: plain http is allowed only to a loopback address; the agent token must not cross a network in clear text');
+  const rawUrls = values['proxy-url'] ?? [];
+  if (rawUrls.length === 0) throw new ConfigError('--proxy-url is required');
+  const proxyUrls = rawUrls.map(parseProxyUrl);
+  const dup = proxyUrls.find((u, i) => proxyUrls.findIndex((v) => v.href === u.href) !== i);
+  if (dup) throw new ConfigError(`--proxy-url ${dup.href} is given twice`);
+  let resolveIntervalMs = DEFAULT_PROXY_RESOLVE_INTERVAL_MS;
+  if (values['proxy-resolve-interval'] !== undefined) {
+    try {
+      resolveIntervalMs = parseGoDuration(values['proxy-resolve-interval']);
+    } catch (e) {
+      throw new ConfigError(`--proxy-resolve-interval: ${(e as Error).message}`);
+    }
+    if (!(resolveIntervalMs >= 1000)) throw new ConfigError(`--proxy-resolve-interval: ${values['proxy-resolve-interval']}: want at least 1s`);
   }
   const clusterName = need('--cluster-name', values['cluster-name']);
   if (!isValidClusterName(clusterName)) throw new ConfigError(`--cluster-name: ${JSON.stringify(clusterName)} is not a DNS-1123 subdomain`);
-  const tokenFile = need('--token-file', values['token-file']);
-  try {
-    if (readFileSync(tokenFile, 'utf8').trim() === '') throw new Error('empty');
-  } catch (e) {
-    throw new ConfigError(`--token-file: ${tokenFile}: ${(e as Error).message}`);
+  const certFile = values['client-cert-file'];
+  const keyFile = values['client-key-file'];
+  if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError('--client-cert-file and --client-key-file go together');
+  if (certFile !== undefined) {
+    const plain = proxyUrls.find((u) => u.protocol === 'http:' || u.protocol === 'ws:');
+    if (plain) throw new ConfigError(`--client-cert-file: the proxy URL ${plain.href} is not TLS, so no certificate would be presented; use https:// or wss://`);
+    for (const [flag, path] of [['--client-cert-file', certFile], ['--client-key-file', keyFile!]] as const) {
+      try {
+        readFileSync(path);
+      } catch (e) {
+        throw new ConfigError(`${flag}: ${(e as Error).message}`);
+      }
+    }
+  }
+  const tokenFile = values['token-file'];
+  if (tokenFile === undefined && certFile === undefined) throw new ConfigError('--token-file (or --client-cert-file and --client-key-file) is required');
+  if (tokenFile !== undefined) {
+    try {
+      if (readFileSync(tokenFile, 'utf8').trim() === '') throw new Error('empty');
+    } catch (e) {
+      throw new ConfigError(`--token-file: ${tokenFile}: ${(e as Error).message}`);
+    }
   }
   const accessAs = (values['access-as'] ?? 'passthrough') as AccessAs;
   if (accessAs !== 'passthrough' && accessAs !== 'impersonate') throw new ConfigError(`--access-as: want passthrough or impersonate, got ${JSON.stringify(values['access-as'])}`);
@@ -131,7 +186,16 @@ export async function parseAgentArgs(argv: string[], log: AgentLogger): Promise<
   if (values['upstream-insecure-skip-tls-verify'] || (upstream.tls && !upstream.tls.rejectUnauthorized)) {
     log.warn({}, 'the apiserver serving certificate is NOT verified (--upstream-insecure-skip-tls-verify or kubeconfig insecure-skip-tls-verify)');
   }
-  const options: TunnelAgentOptions = { proxyUrl, clusterName, tokenFile, upstream, accessAs, log };
+  const options: AgentPoolOptions = {
+    proxyUrls,
+    resolveIntervalMs,
+    clusterName,
+    ...(tokenFile !== undefined ? { tokenFile } : {}),
+    ...(certFile !== undefined ? { clientCertFile: certFile, clientKeyFile: keyFile! } : {}),
+    upstream,
+    accessAs,
+    log,
+  };
   if (values['proxy-ca-file'] !== undefined) {
     try {
       options.proxyCa = readFileSync(values['proxy-ca-file']);
@@ -165,8 +229,10 @@ export async function agentCommand(argv: string[]): Promise<number | void> {
     process.stdout.write(AGENT_USAGE);
     return 0;
   }
-  const agent = new TunnelAgent(parsed.options);
-  process.stdout.write(`kube-stream-proxy agent for cluster ${parsed.options.clusterName}: proxy ${parsed.options.proxyUrl.origin}, upstream ${parsed.options.upstream.url.origin}, access as ${parsed.options.accessAs ?? 'passthrough'}\n`);
+  const agent = new AgentPool(parsed.options);
+  process.stdout.write(
+    `kube-stream-proxy agent for cluster ${parsed.options.clusterName}: proxy ${parsed.options.proxyUrls.map((u) => u.origin).join(', ')}, upstream ${parsed.options.upstream.url.origin}, access as ${parsed.options.accessAs ?? 'passthrough'}\n`,
+  );
   const stop = (): void => {
     agent.stop().then(
       () => process.exit(0),

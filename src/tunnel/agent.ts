@@ -6,6 +6,11 @@
  * and relayed byte for byte; the proxy's UpgradeAwareProxy, translator and tunnel do the HTTP work
  * on top (docs/agent.md explains why the 101 check there covers the agent).
  *
+ * The connect request rides the raw upgrade (`https://`) or a WebSocket (`wss://`,
+ * `websocket-carrier.ts`) and authenticates with the token file and/or a client certificate, all
+ * re-read on every connect. One TunnelAgent is one tunnel to one proxy address; `agent-pool.ts`
+ * keeps one per proxy replica.
+ *
  * The tunnel is kept alive with PINGs and re-dialed after any loss with jittered exponential
  * backoff (`backoff.ts`); a refusal (bad token) is logged with the proxy's reason and retried the
  * same way, so a fixed token file heals without a restart.
@@ -20,6 +25,7 @@ import type { Upstream } from '../routing/upstream.js';
 import { reconnectDelayMs, RECONNECT_RESET_AFTER_MS } from './backoff.js';
 import { keepTunnelAlive } from './keepalive.js';
 import { jsStreamOver } from './socket-stream.js';
+import { dialWebSocketCarrier, isWebSocketUrl } from './websocket-carrier.js';
 import { serveTunnelStream } from './agent-stream.js';
 import type { AccessAs } from './agent-request.js';
 import {
@@ -43,13 +49,27 @@ export interface AgentLogger {
 
 /** Options of {@link TunnelAgent}. */
 export interface TunnelAgentOptions {
-  /** `https://host:port` (or `http://` on loopback) of the proxy's agent listener. */
+  /**
+   * `https://host:port` (or `http://` on loopback) of the proxy's agent listener; `wss://` (`ws://`
+   * on loopback) for the WebSocket carrier.
+   */
   proxyUrl: URL;
+  /**
+   * The address to dial instead of the URL's host: one replica behind a DNS name (`agent-pool.ts`).
+   * The TLS server name and the `Host` header stay the URL's.
+   */
+  dialAddress?: string;
   /** CA bundle verifying the proxy's serving certificate (default: Node's roots). */
   proxyCa?: Buffer;
   clusterName: string;
-  /** File holding the agent token (re-read on every connect, so rotation needs no restart). */
-  tokenFile: string;
+  /**
+   * File holding the agent token (re-read on every connect, so rotation needs no restart); may be
+   * absent when the agent authenticates with a client certificate.
+   */
+  tokenFile?: string;
+  /** Client certificate and key files presented to the proxy (re-read on every connect). */
+  clientCertFile?: string;
+  clientKeyFile?: string;
   /** The cluster's apiserver: every tunnel stream is connected here. */
   upstream: Upstream;
   /** `--access-as` (default passthrough): told to the proxy at connect, applied to every request. */
@@ -77,9 +97,12 @@ export class TunnelAgent {
   connections = 0;
   /** Set while a tunnel is up. */
   connected = false;
+  /** `origin` or `origin (address)`, for logs. */
+  readonly proxy: string;
 
   constructor(o: TunnelAgentOptions) {
     this.#o = o;
+    this.proxy = o.dialAddress !== undefined ? `${o.proxyUrl.origin} (${o.dialAddress})` : o.proxyUrl.origin;
     this.#done = this.#run();
   }
 
@@ -99,17 +122,17 @@ export class TunnelAgent {
       try {
         const result = await this.#connect();
         if (result.kind === 'refused') {
-          this.#o.log.warn({ proxy: this.#o.proxyUrl.origin, cluster: this.#o.clusterName, status: result.status, message: result.message }, 'proxy refused the agent');
+          this.#o.log.warn({ proxy: this.proxy, cluster: this.#o.clusterName, status: result.status, message: result.message }, 'proxy refused the agent');
         } else {
           await this.#serve(result.session);
         }
       } catch (e) {
-        this.#o.log.warn({ proxy: this.#o.proxyUrl.origin, err: (e as Error).message }, 'tunnel to the proxy failed');
+        this.#o.log.warn({ proxy: this.proxy, err: (e as Error).message }, 'tunnel to the proxy failed');
       }
       if (this.#stopped) break;
       if (Date.now() - started >= RECONNECT_RESET_AFTER_MS) attempt = 0;
       const delay = reconnectDelayMs(attempt++, (this.#o.random ?? Math.random)());
-      this.#o.log.info({ proxy: this.#o.proxyUrl.origin, delayMs: delay }, 'reconnecting');
+      this.#o.log.info({ proxy: this.proxy, delayMs: delay }, 'reconnecting');
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delay);
         this.#wake = () => {
@@ -121,25 +144,47 @@ export class TunnelAgent {
     }
   }
 
-  #dialProxy(): Socket {
+  #dialProxy(clientCert: { cert: Buffer; key: Buffer } | undefined): Socket {
     const url = this.#o.proxyUrl;
-    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const name = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const host = this.#o.dialAddress ?? name;
     const port = url.port !== '' ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
     if (url.protocol === 'https:') {
       return tlsConnect({
         host,
         port,
         ALPNProtocols: ['http/1.1'],
-        ...(isIP(host) ? {} : { servername: host }),
+        ...(isIP(name) ? {} : { servername: name }),
         ...(this.#o.proxyCa ? { ca: this.#o.proxyCa } : {}),
+        ...clientCert,
       });
     }
     return netConnect({ host, port });
   }
 
+  /** The token and client certificate, read now (files may have been rotated since the last connect). */
+  #credentials(): { token?: string; clientCert?: { cert: Buffer; key: Buffer } } {
+    const o = this.#o;
+    return {
+      ...(o.tokenFile !== undefined ? { token: readFileSync(o.tokenFile, 'utf8').trim() } : {}),
+      ...(o.clientCertFile !== undefined && o.clientKeyFile !== undefined ? { clientCert: { cert: readFileSync(o.clientCertFile), key: readFileSync(o.clientKeyFile) } } : {}),
+    };
+  }
+
+  /** The headers of the connect request, either carrier. */
+  #connectHeaders(token: string | undefined): Record<string, string> {
+    return {
+      ...(token !== undefined ? { Authorization: `Bearer ${token}` } : {}),
+      [CLUSTER_HEADER]: this.#o.clusterName,
+      [ACCESS_AS_HEADER]: this.#o.accessAs ?? 'passthrough',
+      [UPSTREAM_HOST_HEADER]: this.#o.upstream.host,
+    };
+  }
+
   async #connect(): Promise<Attempt> {
-    const token = readFileSync(this.#o.tokenFile, 'utf8').trim();
-    const socket = this.#dialProxy();
+    const { token, clientCert } = this.#credentials();
+    if (isWebSocketUrl(this.#o.proxyUrl)) return this.#connectWebSocket(token, clientCert);
+    const socket = this.#dialProxy(clientCert);
     socket.on('error', () => {});
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new Error(`no answer from the proxy within ${AGENT_CONNECT_TIMEOUT_MS} ms`)), AGENT_CONNECT_TIMEOUT_MS);
@@ -156,10 +201,9 @@ export class TunnelAgent {
           `Host: ${this.#o.proxyUrl.host}\r\n` +
           `Connection: Upgrade\r\n` +
           `Upgrade: ${TUNNEL_UPGRADE_PROTOCOL}\r\n` +
-          `Authorization: Bearer ${token}\r\n` +
-          `${CLUSTER_HEADER}: ${this.#o.clusterName}\r\n` +
-          `${ACCESS_AS_HEADER}: ${this.#o.accessAs ?? 'passthrough'}\r\n` +
-          `${UPSTREAM_HOST_HEADER}: ${this.#o.upstream.host}\r\n` +
+          Object.entries(this.#connectHeaders(token))
+            .map(([k, v]) => `${k}: ${v}\r\n`)
+            .join('') +
           `\r\n`,
       );
       const response = await readResponseHead(socket, controller.signal);
@@ -167,13 +211,7 @@ export class TunnelAgent {
       if (statusCode !== 101 || (headers.get('upgrade') ?? '').toLowerCase() !== TUNNEL_UPGRADE_PROTOCOL) {
         const body = await readSome(socket, response.rest, controller.signal);
         socket.destroy();
-        let message = body.toString('utf8').trim();
-        try {
-          message = (JSON.parse(message) as { message?: string }).message ?? message;
-        } catch {
-          // not a Status
-        }
-        return { kind: 'refused', status: statusCode, message };
+        return { kind: 'refused', status: statusCode, message: refusalMessage(body) };
       }
       if (response.rest.length > 0) socket.unshift(response.rest);
       // Reversed roles: the agent dialed and is the HTTP/2 server on this connection.
@@ -187,19 +225,37 @@ export class TunnelAgent {
     }
   }
 
+  /** The `wss://` carrier (`websocket-carrier.ts`): HTTP/2 over a WebSocket. */
+  async #connectWebSocket(token: string | undefined, clientCert: { cert: Buffer; key: Buffer } | undefined): Promise<Attempt> {
+    const signal = AbortSignal.timeout(AGENT_CONNECT_TIMEOUT_MS);
+    const result = await dialWebSocketCarrier({
+      url: this.#o.proxyUrl,
+      ...(this.#o.dialAddress !== undefined ? { dialAddress: this.#o.dialAddress } : {}),
+      headers: this.#connectHeaders(token),
+      ...(this.#o.proxyCa ? { ca: this.#o.proxyCa } : {}),
+      ...(clientCert ? { clientCert } : {}),
+      signal,
+    }).catch((e: unknown) => {
+      throw signal.aborted ? new Error(`no answer from the proxy within ${AGENT_CONNECT_TIMEOUT_MS} ms`) : e;
+    });
+    if (result.kind === 'refused') return { kind: 'refused', status: result.status, message: refusalMessage(result.body) };
+    // Reversed roles, as on the raw carrier.
+    return { kind: 'connected', session: performServerHandshake(result.stream, TUNNEL_HTTP2_OPTIONS) };
+  }
+
   /** Serve the tunnel until it closes. */
   async #serve(session: ServerHttp2Session): Promise<void> {
     this.#session = session;
     this.connections++;
     this.connected = true;
-    this.#o.log.info({ proxy: this.#o.proxyUrl.origin, cluster: this.#o.clusterName }, 'tunnel established');
-    session.on('error', (err) => this.#o.log.info({ err: err.message }, 'tunnel error'));
+    this.#o.log.info({ proxy: this.proxy, cluster: this.#o.clusterName }, 'tunnel established');
+    session.on('error', (err) => this.#o.log.info({ proxy: this.proxy, err: err.message }, 'tunnel error'));
     session.once('localSettings', () => session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES));
     const streamContext = { upstream: this.#o.upstream, clusterName: this.#o.clusterName, accessAs: this.#o.accessAs ?? 'passthrough', log: this.#o.log } as const;
     session.on('stream', (stream, headers) => serveTunnelStream(stream, headers, streamContext));
     keepTunnelAlive(session, {
       ...(this.#o.pingIntervalMs !== undefined ? { intervalMs: this.#o.pingIntervalMs } : {}),
-      onDead: (reason) => this.#o.log.warn({ reason }, 'tunnel dead'),
+      onDead: (reason) => this.#o.log.warn({ proxy: this.proxy, reason }, 'tunnel dead'),
     });
     if (this.#stopped) session.close();
     // A GOAWAY from the proxy (its graceful shutdown) means: open a new tunnel now. The old session
@@ -214,7 +270,17 @@ export class TunnelAgent {
       this.#draining.add(session);
       session.once('close', () => this.#draining.delete(session));
     }
-    this.#o.log.info({ proxy: this.#o.proxyUrl.origin, goaway }, goaway ? 'proxy sent GOAWAY: reconnecting, streams in flight finish' : 'tunnel closed');
+    this.#o.log.info({ proxy: this.proxy, goaway }, goaway ? 'proxy sent GOAWAY: reconnecting, streams in flight finish' : 'tunnel closed');
+  }
+}
+
+/** The message of a refusal's body: a Status's `message`, else the text. Pure. */
+function refusalMessage(body: Buffer): string {
+  const text = body.toString('utf8').trim();
+  try {
+    return (JSON.parse(text) as { message?: string }).message ?? text;
+  } catch {
+    return text; // not a Status
   }
 }
 

@@ -4,12 +4,16 @@
  *
  * 1. The agent dials the proxy's agent listener (TLS; plain TCP only on loopback) and sends one
  *    HTTP/1.1 request: `GET /agent/connect` with `Connection: Upgrade`,
- *    `Upgrade: kube-stream-proxy-tunnel`, `Authorization: Bearer <agent token>` and
- *    `Kube-Stream-Proxy-Cluster: <name>` and `Kube-Stream-Proxy-Access-As: passthrough|impersonate`.
- * 2. The proxy answers `101 Switching Protocols` (token valid for that cluster) or a Kubernetes
- *    Status (401/403/400) and closes.
- * 3. After the 101 the same connection carries HTTP/2 with the roles reversed: the agent, which
- *    dialed, is the HTTP/2 server (`http2.performServerHandshake`); the proxy is the client.
+ *    `Upgrade: kube-stream-proxy-tunnel`, `Authorization: Bearer <agent token>` (or a TLS client
+ *    certificate with CN = the cluster instead), `Kube-Stream-Proxy-Cluster: <name>` and
+ *    `Kube-Stream-Proxy-Access-As: passthrough|impersonate`. The
+ *    `wss://` carrier sends the same request as a WebSocket handshake (`Upgrade: websocket`,
+ *    subprotocol `kube-stream-proxy-tunnel`; `websocket-carrier.ts`).
+ * 2. The proxy answers `101 Switching Protocols` (credential valid for that cluster) or a
+ *    Kubernetes Status (401/403/400, 503 while it shuts down) and closes.
+ * 3. After the 101 the same connection (or the WebSocket's binary messages) carries HTTP/2 with
+ *    the roles reversed: the agent, which dialed, is the HTTP/2 server
+ *    (`http2.performServerHandshake`); the proxy is the client.
  * 4. Per proxied connection the proxy opens one stream `:method CONNECT`; the agent dials its own
  *    apiserver (never an address the proxy names) and answers `:status 200`, or `502` with a reason
  *    when that dial fails. The stream then carries ONE HTTP/1.1 request and its answer (after a

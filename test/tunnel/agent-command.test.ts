@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { ConfigError } from '../../src/errors.js';
 import { writeKubeconfig } from '../../src/kubeconfig.js';
 import { AGENT_USAGE, parseAgentArgs } from '../../src/tunnel/agent-command.js';
-import type { TunnelAgentOptions } from '../../src/tunnel/agent.js';
+import type { AgentPoolOptions } from '../../src/tunnel/agent-pool.js';
 
 const warnings: string[] = [];
 const log = { info: () => {}, warn: (_o: object, msg: string) => void warnings.push(msg) };
@@ -29,7 +29,7 @@ function setup(): { base: string[]; saToken: string } {
   };
 }
 
-async function options(argv: string[]): Promise<TunnelAgentOptions> {
+async function options(argv: string[]): Promise<AgentPoolOptions> {
   const parsed = await parseAgentArgs(argv, log);
   if (parsed.help) throw new Error('help');
   return parsed.options;

@@ -48,12 +48,60 @@ export interface AgentProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
+/**
+ * Run the built CLI (`bin/kube-stream-proxy.js ARGS`) as a child process whose output is kept
+ * (stdout + stderr) and can be waited on.
+ */
+export function spawnCli(args: string[]): AgentProcess {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const listeners = new Set<() => void>();
+  const onData = (c: Buffer): void => {
+    out += c.toString('utf8');
+    listeners.forEach((l) => l());
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exit = once(child, 'exit').then(([code]) => code as number | null);
+  const agent: AgentProcess = {
+    child,
+    output: () => out,
+    exit,
+    waitForOutput: (re, timeoutMs) =>
+      new Promise<RegExpExecArray>((resolveMatch, reject) => {
+        const timer = setTimeout(() => done(new Error(`${args[0]} output did not match ${re} within ${timeoutMs} ms:\n${out}`)), timeoutMs);
+        const check = (): void => {
+          const m = re.exec(out);
+          if (m) done(undefined, m);
+        };
+        function done(err?: Error, m?: RegExpExecArray): void {
+          clearTimeout(timer);
+          listeners.delete(check);
+          if (err) reject(err);
+          else resolveMatch(m!);
+        }
+        listeners.add(check);
+        void exit.then((code) => done(new Error(`${args[0]} exited (${code}) before matching ${re}:\n${out}`)));
+        check();
+      }),
+    kill: async (signal = 'SIGKILL') => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill(signal);
+        await exit;
+      }
+    },
+  };
+  return agent;
+}
+
 /** How {@link TunnelFixture.startAgent} starts an agent. */
 export interface AgentStartOptions {
   /** The agent token (default: the cluster's). */
   token?: string;
   /** `--upstream` (default: the cluster's URL). */
   upstream?: string;
+  /** The proxies' agent listeners (`--proxy-url`, repeatable; default: the fixture's proxy). */
+  proxyUrls?: string[];
   /** More flags (`--access-as impersonate --upstream-token-file …`). */
   args?: string[];
 }
@@ -93,7 +141,9 @@ export interface TunnelFixture<P extends { url: string; agentUrl?: string; close
   metrics(): Promise<string>;
   /** A metric's value (sum over matching samples). */
   metric(name: string, labels?: Record<string, string>): Promise<number>;
-  /** Start an agent for `cluster` with `token` (default: the right one); resolves once it is spawned. */
+  /** The proxy's `--agent-token-file` (token,cluster lines). */
+  agentTokenFile: string;
+  /** Start an agent for `cluster` (token, upstream, proxies and extra flags per {@link AgentStartOptions}); resolves once it is spawned. */
   startAgent(cluster: string, o?: AgentStartOptions): AgentProcess;
   close(): Promise<void>;
 }
@@ -265,63 +315,20 @@ export async function startTunnelFixture(
   const startAgent = (cluster: string, o: AgentStartOptions = {}): AgentProcess => {
     const tokenPath = join(work, `agent-${cluster}-${n++}.token`);
     writeFileSync(tokenPath, `${o.token ?? tokens[cluster]}\n`);
-    const child = spawn(
-      process.execPath,
-      [
-        BIN,
-        'agent',
-        '--proxy-url',
-        proxy.agentUrl!,
-        ...(ca ? ['--proxy-ca-file', ca.certFile] : []),
-        '--cluster-name',
-        cluster,
-        '--token-file',
-        tokenPath,
-        '--upstream',
-        o.upstream ?? clusters[cluster]!.url,
-        ...(o.args ?? []),
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    const listeners = new Set<() => void>();
-    const onData = (c: Buffer): void => {
-      out += c.toString('utf8');
-      listeners.forEach((l) => l());
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    const exit = once(child, 'exit').then(([code]) => code as number | null);
-    const agent: AgentProcess = {
-      child,
-      output: () => out,
-      exit,
-      waitForOutput: (re, timeoutMs) =>
-        new Promise<RegExpExecArray>((resolveMatch, reject) => {
-          const timer = setTimeout(() => done(new Error(`agent output did not match ${re} within ${timeoutMs} ms:\n${out}`)), timeoutMs);
-          const check = (): void => {
-            const m = re.exec(out);
-            if (m) done(undefined, m);
-          };
-          function done(err?: Error, m?: RegExpExecArray): void {
-            clearTimeout(timer);
-            listeners.delete(check);
-            if (err) reject(err);
-            else resolveMatch(m!);
-          }
-          listeners.add(check);
-          void exit.then((code) => done(new Error(`agent exited (${code}) before matching ${re}:\n${out}`)));
-          check();
-        }),
-      kill: async (signal = 'SIGKILL') => {
-        if (child.exitCode === null && child.signalCode === null) {
-          child.kill(signal);
-          await exit;
-        }
-        agents.delete(agent);
-      },
-    };
+    const agent = spawnCli([
+      'agent',
+      ...(o.proxyUrls ?? [proxy.agentUrl!]).flatMap((u) => ['--proxy-url', u]),
+      ...(ca ? ['--proxy-ca-file', ca.certFile] : []),
+      '--cluster-name',
+      cluster,
+      '--token-file',
+      tokenPath,
+      '--upstream',
+      o.upstream ?? clusters[cluster]!.url,
+      ...(o.args ?? []),
+    ]);
     agents.add(agent);
+    agent.exit.then(() => agents.delete(agent), () => {});
     return agent;
   };
   return {
@@ -329,6 +336,7 @@ export async function startTunnelFixture(
     proxy,
     clusters,
     tokens,
+    agentTokenFile: tokenFile,
     kubeconfigs,
     ...(ca ? { ca: ca.cert } : {}),
     metrics,

@@ -2,13 +2,14 @@
  * The tunnel in-process: a real AgentListener (plain on loopback, and TLS), a real TunnelAgent
  * and a scripted TCP upstream. Half-close and reset carry across, a plain request rides a stream
  * (the string-write workaround), a failed apiserver dial comes back as UpstreamUnreachableError,
- * and the refusals are Status answers.
+ * and the refusals are Status answers. Each carrier: the raw upgrade and the WebSocket (`ws://`,
+ * `wss://`).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -32,6 +33,12 @@ interface Rig {
   route: ClusterTunnelRoute;
   registryMetrics: Registry;
   upstreamSockets: Socket[];
+  /** The listener's `host:port`. */
+  address: string;
+  /** The rig's work folder. */
+  dir: string;
+  /** What the listener logged (`msg {fields}`). */
+  proxyLog: string[];
 }
 
 let cleanups: (() => Promise<void> | void)[] = [];
@@ -54,7 +61,7 @@ async function listen<T extends Server | HttpServer>(server: T): Promise<number>
 }
 
 /** The whole tunnel in-process, toward `upstreamUrl`. */
-async function rig(upstreamUrl: string, o: { tls?: boolean; impersonate?: { agentToken: string } } = {}): Promise<Rig> {
+async function rig(upstreamUrl: string, o: { tls?: boolean; websocket?: boolean; impersonate?: { agentToken: string } } = {}): Promise<Rig> {
   const dir = workDir();
   writeFileSync(join(dir, 'tokens.csv'), 'secret,one\n');
   writeFileSync(join(dir, 'token'), 'secret\n');
@@ -68,19 +75,21 @@ async function rig(upstreamUrl: string, o: { tls?: boolean; impersonate?: { agen
     tls = await createServerCert(dir, caPair);
     ca = caPair.cert;
   }
+  const proxyLog: string[] = [];
+  const record = (obj: object, msg: string): void => void proxyLog.push(`${msg} ${JSON.stringify(obj)}`);
   const listener = new AgentListener({
     listen: { host: '127.0.0.1', port: 0 },
     tokens: new AgentTokenFile(join(dir, 'tokens.csv')),
     registry,
     metrics,
-    log: quiet,
+    log: { info: record, warn: record },
     ...(tls ? { tls } : {}),
     ...(o.impersonate ? { authn: 'impersonate' as const } : {}),
   });
   const address = await listener.listen();
   const connected = registry.nextTunnel('one');
   const agent = new TunnelAgent({
-    proxyUrl: new URL(`${tls ? 'https' : 'http'}://${address}`),
+    proxyUrl: new URL(`${o.websocket ? (tls ? 'wss' : 'ws') : tls ? 'https' : 'http'}://${address}`),
     ...(ca ? { proxyCa: ca } : {}),
     clusterName: 'one',
     tokenFile: join(dir, 'token'),
@@ -100,6 +109,9 @@ async function rig(upstreamUrl: string, o: { tls?: boolean; impersonate?: { agen
     agent,
     registryMetrics,
     upstreamSockets: [],
+    address,
+    dir,
+    proxyLog,
     route: new ClusterTunnelRoute({ cluster: 'one', registry, upstreamHost: 'apiserver.example', metrics }),
   };
 }
@@ -164,10 +176,16 @@ function readAll(s: NodeJS.ReadableStream): Promise<Buffer> {
   return new Promise((r) => s.once('end', () => r(Buffer.concat(parts))));
 }
 
-describe.each([{ tls: false }, { tls: true }])('agent tunnel (tls: $tls)', ({ tls }) => {
+describe.each([
+  { tls: false, websocket: false },
+  { tls: true, websocket: false },
+  { tls: false, websocket: true },
+  { tls: true, websocket: true },
+])('agent tunnel (tls: $tls, WebSocket carrier: $websocket)', ({ tls, websocket }) => {
   it('after a 101, carries bytes both ways, and a half-close each way', async () => {
     const up = await tcpUpstream();
-    const r = await rig(up.url, { tls });
+    const r = await rig(up.url, { tls, websocket });
+    expect(r.proxyLog.find((l) => l.startsWith('agent connected'))).toContain(`"carrier":"${websocket ? 'websocket' : 'raw'}"`);
     const { stream, server, requestHead } = await switched(r, up);
     expect(requestHead).toContain('Connection: Upgrade\r\n');
     const atServer = readAll(server);
@@ -187,7 +205,7 @@ describe.each([{ tls: false }, { tls: true }])('agent tunnel (tls: $tls)', ({ tl
 
   it('a reset on the proxy side closes the upstream connection', async () => {
     const up = await tcpUpstream();
-    const r = await rig(up.url, { tls });
+    const r = await rig(up.url, { tls, websocket });
     const stream = await r.route.dial();
     const server = await up.next();
     // The agent destroys its apiserver connection: the apiserver reads EOF.
@@ -199,7 +217,7 @@ describe.each([{ tls: false }, { tls: true }])('agent tunnel (tls: $tls)', ({ tl
 
   it.each(['before the request', 'after a 101'])('an upstream reset %s resets the tunnel stream', async (when) => {
     const up = await tcpUpstream();
-    const r = await rig(up.url, { tls });
+    const r = await rig(up.url, { tls, websocket });
     const { stream, server } = when === 'after a 101' ? await switched(r, up) : { stream: await r.route.dial(), server: await up.next() };
     stream.on('error', () => {});
     const closed = once(stream, 'close');
@@ -396,5 +414,32 @@ describe('agent tunnel', () => {
     await closed;
     expect(counterValue(await r.registryMetrics.metrics(), 'kube_stream_proxy_tunnel_agents', { cluster: 'one' })).toBe(0);
     await expect(r.route.dial()).rejects.toThrow(/cluster "one" is not connected/);
+  });
+
+  it('WebSocket carrier: a wrong token gets the 401 Status before the handshake; a WebSocket without the tunnel subprotocol gets 400', async () => {
+    const up = await tcpUpstream();
+    const r = await rig(up.url);
+    writeFileSync(join(r.dir, 'wrong-token'), 'not-the-token\n');
+    const refused = new Promise<{ obj: object; msg: string }>((resolve) => {
+      const agent = new TunnelAgent({
+        proxyUrl: new URL(`ws://${r.address}`),
+        clusterName: 'one',
+        tokenFile: join(r.dir, 'wrong-token'),
+        upstream: new Upstream(new URL(up.url), undefined),
+        log: { info: () => {}, warn: (obj, msg) => (msg === 'proxy refused the agent' ? resolve({ obj, msg }) : undefined) },
+      });
+      cleanups.push(() => agent.stop());
+    });
+    expect((await refused).obj).toMatchObject({ status: 401, message: 'Unauthorized: unknown agent token' });
+    // A WebSocket for another subprotocol (kubectl's, say) is not a tunnel, even with a good token.
+    const [host, port] = r.address.split(':') as [string, string];
+    const sock = connect({ host, port: Number(port) });
+    sock.write(
+      'GET /agent/connect HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n' +
+        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\nAuthorization: Bearer secret\r\nKube-Stream-Proxy-Cluster: one\r\n\r\n',
+    );
+    const answer = (await readAll(sock)).toString();
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toContain('subprotocol kube-stream-proxy-tunnel');
   });
 });
