@@ -9,10 +9,10 @@
  *             not combinable with --write (the page holds the throughput table only)
  *   --slow-reader run the slow-reader memory benchmark (bench/slow-reader.ts: 1 GiB of exec stdout, a 10 s
  *             stall; with --quick 64 MiB, 2 s) and print its table; not combinable with --write
- *   --tunnel-load  run the load through one agent tunnel (bench/tunnel-load.ts: 200 concurrent WebSocket
- *             v5 exec sessions × 5 MB stdout, sha256-verified, alone and beside a stalled reader, proxy and
- *             agent RSS; --runs rounds of each, default 2; --bytes per session) and print its summary;
- *             not combinable with --write
+ *   --tunnel-load  run the load through one agent tunnel (bench/tunnel-load.ts: on each of two proxy +
+ *             agent stacks at once, 200 concurrent WebSocket v5 exec sessions × 5 MB stdout, sha256-verified,
+ *             one stack beside a stalled reader, swapped each round; proxy and agent RSS; --runs rounds,
+ *             default 2; --bytes per session) and print its summary; not combinable with --write
  *     --sessions N           concurrent sessions (default 200)
  *   --idle    run the idle-session concurrency benchmark (bench/idle.ts: 1,000, 5,000 and 10,000 idle exec
  *             sessions through the passthrough and the translation, proxy RSS per session and idle CPU;

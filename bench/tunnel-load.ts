@@ -33,7 +33,7 @@ export interface TunnelLoadOptions {
   sessions: number;
   /** stdout bytes per session. */
   bytes: number;
-  /** Runs of each kind (alone / beside a stalled reader), interleaved: alone, stalled, alone, … */
+  /** Rounds; each runs both stacks at once, the stalled reader beside stack 0, 1, 0, … */
   rounds: number;
   /** RSS sampling interval, ms. */
   sampleMs: number;
