@@ -29,7 +29,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import { STALLED_BYTES, runTunnelLoad, tunnelLoadText } from '../../bench/tunnel-load.js';
-import { kubectlE2eSkipReason } from '../helpers/kubectl.js';
 
 const MiB = 1024 * 1024;
 const KiB = 1024;
@@ -44,8 +43,7 @@ const HEAP_HEADROOM = 64 * MiB;
 const PROXY_BOUND = SESSION_WINDOW + SESSIONS * PER_SESSION + HEAP_HEADROOM;
 const AGENT_BOUND = SESSIONS * PER_SESSION + HEAP_HEADROOM;
 
-// The dev cluster's exec runs real processes (sh, cat, dd), as the kubectl end-to-end tests need.
-describe.skipIf(kubectlE2eSkipReason() !== undefined)('200 translated sessions through one agent tunnel', () => {
+describe('200 translated sessions through one agent tunnel', () => {
   it('loses no byte, is not slowed by a stalled reader, and keeps proxy and agent RSS bounded', async () => {
     const started = Date.now();
     const r = await runTunnelLoad({ sessions: SESSIONS, bytes: BYTES, rounds: ROUNDS, sampleMs: 100, log: (l) => console.log(l) });
