@@ -6,7 +6,9 @@
  * shared machine hits every relay alike. Relays: the proxy's passthrough, translation and port-forward
  * tunnel (the passthrough twice: with the splice(2) addon where it is built, and with the JavaScript
  * copy loop it falls back to), nginx (1 worker), HAProxy (HTTP mode, splice-auto), socat and the
- * bare Node relay.
+ * bare Node relay. The tunnel-through-agent rows put the proxy (`serve --agent-listen`) and an agent
+ * process between kubectl and the cluster (bench/agent-relay.ts) and take the CPU of both: the
+ * proxy's as the row's relay CPU, the agent's in its own column.
  *
  * With `callgrind` the Node relays (the proxy and the bare relay) run under valgrind's callgrind and
  * each transfer's instruction count (Ir, user space) is read with callgrind_control: unlike CPU
@@ -27,6 +29,7 @@ import { measureDownload, startZeroServer, withPortForward } from './port-forwar
 import { NATIVE_SPLICE_ENV } from '../proxy/splice-native.js';
 import { sampleTreeCpu, settleTree } from './proc-cpu.js';
 import { startBareRelay, startHaproxy, startSocat } from './relays.js';
+import { startAgentRelay, type AgentRelayProcess } from './agent-relay.js';
 import { startDevClusterProcess, startProxyProcess, type ServerOptions, type ServerProcess } from './servers.js';
 
 /** What a CPU row measures. */
@@ -55,13 +58,27 @@ export interface CpuRelay {
   node: boolean;
   /** Why the relay cannot run (with the install command), or undefined. */
   prepare?(install: boolean, log: (line: string) => void): string | undefined;
-  /** Start it in front of the dev cluster; undefined for the direct path (no relay). */
-  start(ctx: RelayStartContext): Promise<ServerProcess | undefined>;
+  /**
+   * Start it in front of the dev cluster; undefined for the direct path (no relay). A relay with an
+   * agent returns an {@link AgentRelayProcess}: `pid` is the proxy's, the agent's CPU is taken too.
+   */
+  start(ctx: RelayStartContext): Promise<ServerProcess | AgentRelayProcess | undefined>;
+}
+
+/** The agent process of a started relay, if it has one. */
+function agentOf(proc: ServerProcess | AgentRelayProcess | undefined): ServerProcess | undefined {
+  return proc && 'agent' in proc ? proc.agent : undefined;
 }
 
 const GATES_OFF = 'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false';
 const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
 const SPDY_ALL = { stdout: { ...FORCE_SPDY_ENV }, stdin: { ...FORCE_SPDY_ENV }, 'port-forward': { ...FORCE_SPDY_ENV } };
+/** kubectl 1.33's own choice: WebSocket v5 exec (translated at the proxy) and WebSocket port-forward. */
+const WEBSOCKET_ALL = {
+  stdout: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' },
+  stdin: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' },
+  'port-forward': { KUBECTL_PORT_FORWARD_WEBSOCKETS: 'true' },
+};
 
 /** A relay found on the machine (Debian package), started by `start(bin, ctx)`. */
 function debianRelay(key: string, name: string, pkg: string, binName: string, start: (bin: string, ctx: RelayStartContext) => Promise<ServerProcess>): CpuRelay {
@@ -115,6 +132,20 @@ export const CPU_RELAYS: CpuRelay[] = [
     node: true,
     start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], ctx.node),
   },
+  {
+    key: 'agent',
+    name: 'via agent tunnel: translation / port-forward tunnel (WS)',
+    env: WEBSOCKET_ALL,
+    node: true,
+    start: (ctx) => startAgentRelay(ctx.upstream, join(ctx.workDir, 'agent'), ['--feature-gates', GATES_ON], ctx.node),
+  },
+  {
+    key: 'agent-spdy',
+    name: 'via agent tunnel: passthrough (SPDY)',
+    env: SPDY_ALL,
+    node: true,
+    start: (ctx) => startAgentRelay(ctx.upstream, join(ctx.workDir, 'agent-spdy'), ['--feature-gates', GATES_OFF], ctx.node),
+  },
   debianRelay('nginx', 'nginx 1 worker, upgrade passthrough', 'nginx', 'nginx', (bin, ctx) => startNginx(bin, ctx.upstream, join(ctx.workDir, 'nginx'))),
   debianRelay('haproxy', 'HAProxy HTTP mode, splice-auto', 'haproxy', 'haproxy', (bin, ctx) => startHaproxy(bin, ctx.upstream, join(ctx.workDir, 'haproxy'))),
   debianRelay('socat', 'socat (read/write)', 'socat', 'socat', (bin, ctx) => startSocat(bin, ctx.upstream)),
@@ -160,6 +191,10 @@ export interface CpuRow {
   cpuSeconds?: number[];
   /** Median relay CPU-s per GB (10^9 bytes). */
   cpuPerGB?: number;
+  /** The agent's CPU seconds of each round (tunnel-through-agent rows only). */
+  agentCpuSeconds?: number[];
+  /** Median agent CPU-s per GB (tunnel-through-agent rows only). */
+  agentCpuPerGB?: number;
   /** Median instructions (Ir) per MB of the relay process under callgrind. */
   irPerMB?: number;
   /** Median throughput ÷ the direct path's, same measurement, same run. */
@@ -239,7 +274,7 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
       throw new Error(`--callgrind needs valgrind (apt-get install -y -o DPkg::Lock::Timeout=300 valgrind)`);
   }
   const rows: CpuRow[] = [];
-  const running = new Map<string, { proc: ServerProcess | undefined; kubeconfig: string }>();
+  const running = new Map<string, { proc: ServerProcess | AgentRelayProcess | undefined; kubeconfig: string }>();
   const zero = await startZeroServer();
   const cluster = await startDevClusterProcess();
   try {
@@ -260,7 +295,8 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
       const kubeconfig = join(work, `kubeconfig-${relay.key}`);
       writeKubeconfig(kubeconfig, { server: proc?.url ?? cluster.url, name: relay.key });
       running.set(relay.key, { proc, kubeconfig });
-      for (const m of todo) rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, wallMs: [], ...(proc ? { cpuSeconds: [] } : {}) });
+      for (const m of todo)
+        rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, wallMs: [], ...(proc ? { cpuSeconds: [] } : {}), ...(agentOf(proc) ? { agentCpuSeconds: [] } : {}) });
     }
     const irs = new Map<CpuRow, number[]>();
     // One unmeasured warm-up transfer per row: the first session of a fresh Node process compiles
@@ -281,10 +317,13 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
           const { proc, kubeconfig } = running.get(row.key)!;
           const env = relay.env[m]!;
           const useCg = o.callgrind === true && relay.node && proc !== undefined;
+          const agent = agentOf(proc);
           let before: ReturnType<typeof sampleTreeCpu> | undefined;
+          let agentBefore: ReturnType<typeof sampleTreeCpu> | undefined;
           const begin = async (): Promise<void> => {
             if (useCg) await callgrindCommand(proc, '--zero');
             if (proc) before = sampleTreeCpu(proc.pid);
+            if (agent) agentBefore = sampleTreeCpu(agent.pid);
           };
           let ms: number;
           if (m === 'port-forward') {
@@ -299,6 +338,8 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
           // For port-forward the forward's teardown is counted too (small, and every relay pays it).
           let cpu: number | undefined;
           if (proc && before) cpu = (await settleTree(proc.pid, before)).seconds - before.seconds;
+          let agentCpu: number | undefined;
+          if (agent && agentBefore) agentCpu = sampleTreeCpu(agent.pid).seconds - agentBefore.seconds;
           if (useCg) {
             const list = irs.get(row) ?? [];
             list.push(await callgrindDump(proc, cgDir));
@@ -306,7 +347,10 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
           }
           row.wallMs.push(ms);
           if (cpu !== undefined) row.cpuSeconds!.push(cpu);
-          const perGB = cpu === undefined ? '' : `, relay ${(cpu / (o.bytes / 1e9)).toFixed(2)} CPU-s/GB`;
+          if (agentCpu !== undefined) row.agentCpuSeconds!.push(agentCpu);
+          const perGB =
+            (cpu === undefined ? '' : `, relay ${(cpu / (o.bytes / 1e9)).toFixed(2)} CPU-s/GB`) +
+            (agentCpu === undefined ? '' : `, agent ${(agentCpu / (o.bytes / 1e9)).toFixed(2)} CPU-s/GB`);
           log(`round ${round}/${o.rounds} ${row.relay} ${m}: ${(o.bytes / 1e6 / (ms / 1000)).toFixed(1)} MB/s${perGB}`);
         }
       }
@@ -321,6 +365,7 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
   for (const row of rows) {
     if (row.absent) continue;
     if (row.cpuSeconds && row.cpuSeconds.length > 0) row.cpuPerGB = median(row.cpuSeconds) / (row.bytes / 1e9);
+    if (row.agentCpuSeconds && row.agentCpuSeconds.length > 0) row.agentCpuPerGB = median(row.agentCpuSeconds) / (row.bytes / 1e9);
     const direct = rows.find((r) => r.key === 'direct' && r.measurement === row.measurement && r.wallMs.length > 0);
     if (direct) row.wallRatio = median(direct.wallMs) / median(row.wallMs);
   }
@@ -333,7 +378,10 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
 
 const HEAD = ['relay', 'measurement', 'amount', 'rounds', 'CPU-s per GB', '× bare relay CPU', '× direct (wall)', 'relay CPU-s (each round)', 'wall ms (each round)'];
 
-function cells(r: CpuRow, withIr: boolean): string[] {
+/** Columns of the tunnel-through-agent rows, present when any row has an agent. */
+const AGENT_HEAD = ['agent CPU-s per GB', 'agent CPU-s (each round)'];
+
+function cells(r: CpuRow, withAgent: boolean, withIr: boolean): string[] {
   const c = [
     r.relay,
     r.measurement,
@@ -345,19 +393,22 @@ function cells(r: CpuRow, withIr: boolean): string[] {
     r.absent ? r.absent : (r.cpuSeconds ?? []).map((s) => s.toFixed(2)).join(', '),
     r.wallMs.map((ms) => ms.toFixed(0)).join(', '),
   ];
+  if (withAgent)
+    c.push(r.agentCpuPerGB === undefined ? '' : r.agentCpuPerGB.toFixed(2), (r.agentCpuSeconds ?? []).map((s) => s.toFixed(2)).join(', '));
   if (withIr) c.push(r.irPerMB === undefined ? '' : (r.irPerMB / 1e6).toFixed(2));
   return c;
 }
 
-function head(rows: CpuRow[]): { head: string[]; withIr: boolean } {
+function head(rows: CpuRow[]): { head: string[]; withAgent: boolean; withIr: boolean } {
+  const withAgent = rows.some((r) => r.agentCpuSeconds !== undefined);
   const withIr = rows.some((r) => r.irPerMB !== undefined);
-  return { head: withIr ? [...HEAD, 'M instructions per MB (callgrind)'] : HEAD, withIr };
+  return { head: [...HEAD, ...(withAgent ? AGENT_HEAD : []), ...(withIr ? ['M instructions per MB (callgrind)'] : [])], withAgent, withIr };
 }
 
 /** Fixed-width text table of the CPU rows. */
 export function cpuTextTable(rows: CpuRow[]): string {
-  const { head: h, withIr } = head(rows);
-  const all = [h, ...rows.map((r) => cells(r, withIr))];
+  const { head: h, withAgent, withIr } = head(rows);
+  const all = [h, ...rows.map((r) => cells(r, withAgent, withIr))];
   const widths = h.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
   const line = (r: string[]): string => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
   return [line(h), widths.map((w) => '-'.repeat(w)).join('  '), ...all.slice(1).map(line)].join('\n');
@@ -369,11 +420,12 @@ export const CPU_END = '<!-- end generated cpu table -->';
 
 /** The generated CPU section of docs/benchmarks.md (between {@link CPU_BEGIN} and {@link CPU_END}). */
 export function cpuMarkdownSection(rows: CpuRow[], o: { machine: string; loadAverage: string; commandLine: string; date: Date }): string {
-  const { head: h, withIr } = head(rows);
+  const { head: h, withAgent, withIr } = head(rows);
+  const numeric = new Set(['amount', 'rounds', 'CPU-s per GB', '× bare relay CPU', '× direct (wall)', 'agent CPU-s per GB', 'M instructions per MB (callgrind)']);
   const table = [
     `| ${h.join(' | ')} |`,
-    `|${h.map((_, i) => (i >= 2 && i <= 6 ? '---:' : i === 9 ? '---:' : '---')).join('|')}|`,
-    ...rows.map((r) => `| ${cells(r, withIr).join(' | ')} |`),
+    `|${h.map((name) => (numeric.has(name) ? '---:' : '---')).join('|')}|`,
+    ...rows.map((r) => `| ${cells(r, withAgent, withIr).join(' | ')} |`),
   ].join('\n');
   return `${CPU_BEGIN}
 Generated by \`${o.commandLine}\` on ${o.date.toISOString()}; machine: ${o.machine}; load average

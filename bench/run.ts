@@ -9,6 +9,11 @@
  *             not combinable with --write (the page holds the throughput table only)
  *   --slow-reader run the slow-reader memory benchmark (bench/slow-reader.ts: 1 GiB of exec stdout, a 10 s
  *             stall; with --quick 64 MiB, 2 s) and print its table; not combinable with --write
+ *   --tunnel-load  run the load through one agent tunnel (bench/tunnel-load.ts: on each of two proxy +
+ *             agent stacks at once, 200 concurrent WebSocket v5 exec sessions × 5 MB stdout, sha256-verified,
+ *             one stack beside a stalled reader, swapped each round; proxy and agent RSS; --runs rounds,
+ *             default 2; --bytes per session) and print its summary; not combinable with --write
+ *     --sessions N           concurrent sessions (default 200)
  *   --idle    run the idle-session concurrency benchmark (bench/idle.ts: 1,000, 5,000 and 10,000 idle exec
  *             sessions through the passthrough and the translation, proxy RSS per session and idle CPU;
  *             with --quick 200 sessions, a 6 s window) and print its table; not combinable with --write
@@ -22,11 +27,12 @@
  *   --cpu-prof DIR  run each proxy process under `node --cpu-prof`, profiles in DIR/<path> (throughput and
  *             --cpu; summarise them with `node dist/bench/cpuprofile-top.js FILE`)
  *   --cpu     run only the CPU-per-byte benchmark (bench/cpu.ts: every relay — the proxy's passthrough,
- *             translation and tunnel, nginx, HAProxy, socat, the bare Node relay — × stdout, stdin,
+ *             translation and tunnel, the same through an agent tunnel (proxy and agent CPU), nginx,
+ *             HAProxy, socat, the bare Node relay — × stdout, stdin,
  *             port-forward; 300 MB, 3 interleaved rounds; with --quick 20 MB, 1 round) and print its
  *             table; with --write replace the generated CPU section of docs/benchmarks.md. --runs is
- *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,nginx,haproxy,
- *             socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
+ *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,agent,
+ *             agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
  *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless)
@@ -39,6 +45,7 @@ import { FULL, PATHS, QUICK, pathsByKey, runBenchmarks, type BenchPath, type Mea
 import { IDLE_PATHS, idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
 import { LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
+import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
 import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
 import { machineInfo } from './machine.js';
@@ -68,6 +75,8 @@ async function main(): Promise<void> {
       latency: { type: 'boolean', default: false },
       'slow-reader': { type: 'boolean', default: false },
       idle: { type: 'boolean', default: false },
+      'tunnel-load': { type: 'boolean', default: false },
+      sessions: { type: 'string' },
       'idle-sessions': { type: 'string' },
       'idle-window': { type: 'string' },
       'idle-concurrency': { type: 'string' },
@@ -94,6 +103,23 @@ async function main(): Promise<void> {
     if (paths && paths.length === 0) throw new Error(`--paths with --idle: want passthrough and/or translation, got ${values.paths}`);
     const rows = await runIdleBenchmarks({ quick: values.quick, opts, ...(paths ? { paths } : {}), log: (l) => console.log(l) });
     console.log('\n' + idleTextTable(rows) + '\n\n' + idleMarkdownTable(rows));
+    return;
+  }
+  if (values['tunnel-load']) {
+    if (values.write) throw new Error('--tunnel-load cannot be combined with --write: its summary is printed only');
+    const machine = machineInfo();
+    const load = loadavg().map((l) => l.toFixed(2)).join(', ');
+    console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${load}\n`);
+    const result = await runTunnelLoad({
+      ...TUNNEL_LOAD_FULL,
+      ...(values.sessions ? { sessions: positiveInt('--sessions', values.sessions) } : {}),
+      ...(values.bytes ? { bytes: positiveInt('--bytes', values.bytes) } : {}),
+      ...(values.runs ? { rounds: positiveInt('--runs', values.runs) } : {}),
+      log: (l) => console.log(l),
+    });
+    console.log(`\nload average at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+    console.log(tunnelLoadText(result));
+    if (result.failures.length > 0) process.exitCode = 1;
     return;
   }
   if (values['slow-reader']) {

@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 /** A server process and the URL it printed. */
 export interface ServerProcess {
   url: string;
+  /** The stdout line that announced it (holds every address it printed). */
+  readyLine?: string;
   /** The server's process id (for /proc measurements). */
   pid: number;
   close(): Promise<void>;
@@ -75,7 +77,7 @@ export function startNodeScript(script: string, args: string[], ready: RegExp, t
           child.stdout!.off('data', onData);
           child.stdout!.resume();
           child.stderr!.resume();
-          return resolve({ url: m[1]!, pid: child.pid!, close: () => stop(child) });
+          return resolve({ url: m[1]!, readyLine: line, pid: child.pid!, close: () => stop(child) });
         }
       }
     };

@@ -4,6 +4,7 @@
  * Each server gets its own Registry so tests start from zero.
  */
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import type { TunnelByteTotals } from './tunnel/tunnel-bytes.js';
 
 /** Prefix of every metric this project defines. */
 export const METRICS_NAMESPACE = 'kube_stream_proxy';
@@ -75,6 +76,12 @@ export interface TunnelMetrics {
   incTunnelStream(cluster: string): void;
   /** `kube_stream_proxy_tunnel_streams_active{cluster}`: tunnel streams open now. */
   addTunnelActiveStreams(cluster: string, delta: 1 | -1): void;
+  /**
+   * `kube_stream_proxy_tunnel_bytes_total{cluster,direction}`: the running byte totals of `cluster`'s
+   * tunnel streams (one object per cluster, added to by `countTunnelBytes`), read into the counter at
+   * every scrape.
+   */
+  tunnelByteTotals(cluster: string): TunnelByteTotals;
 }
 
 /** Counter, gauge and histogram operations the proxy uses. */
@@ -252,7 +259,33 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
     labelNames: ['cluster'] as const,
     registers: [registry],
   });
+  // Tunnel bytes are plain numbers the relay adds to (src/tunnel/tunnel-bytes.ts); what they gained
+  // since the last scrape goes into the counter when it is collected.
+  const byteTotals = new Map<string, { totals: TunnelByteTotals; reported: TunnelByteTotals }>();
+  new Counter({
+    name: `${METRICS_NAMESPACE}_tunnel_bytes_total`,
+    help: 'Bytes relayed through agent tunnel streams, by cluster and direction (to_cluster, from_cluster), counted on the proxy side.',
+    labelNames: ['cluster', 'direction'] as const,
+    registers: [registry],
+    collect() {
+      for (const [cluster, { totals, reported }] of byteTotals) {
+        this.inc({ cluster, direction: 'to_cluster' }, totals.toCluster - reported.toCluster);
+        this.inc({ cluster, direction: 'from_cluster' }, totals.fromCluster - reported.fromCluster);
+        reported.toCluster = totals.toCluster;
+        reported.fromCluster = totals.fromCluster;
+      }
+    },
+  });
+  const tunnelByteTotals = (cluster: string): TunnelByteTotals => {
+    let entry = byteTotals.get(cluster);
+    if (!entry) {
+      entry = { totals: { toCluster: 0, fromCluster: 0 }, reported: { toCluster: 0, fromCluster: 0 } };
+      byteTotals.set(cluster, entry);
+    }
+    return entry.totals;
+  };
   return {
+    tunnelByteTotals,
     setTunnelAgents: (cluster, count) => tunnelAgents.set({ cluster }, count),
     incTunnelAgentConnection: (cluster) => tunnelConnections.inc({ cluster }),
     incTunnelAgentRefusal: (reason) => tunnelRefusals.inc({ reason }),

@@ -13,6 +13,7 @@ import type { Route } from '../routing/route.js';
 import type { AuthHeaders } from '../routing/upstream.js';
 import type { AgentRegistry } from './agent-registry.js';
 import { targetInCluster } from './cluster-path.js';
+import { countTunnelBytes } from './tunnel-bytes.js';
 import { openTunnelStream } from './tunnel-stream.js';
 
 /** Options of {@link ClusterTunnelRoute}. */
@@ -67,6 +68,7 @@ export class ClusterTunnelRoute implements Route {
     const stream = await openTunnelStream(tunnel.session, this.name, signal);
     if (metrics) {
       metrics.incTunnelStream(cluster);
+      countTunnelBytes(stream, metrics.tunnelByteTotals(cluster));
       metrics.addTunnelActiveStreams(cluster, 1);
       stream.once('close', () => metrics.addTunnelActiveStreams(cluster, -1));
     }

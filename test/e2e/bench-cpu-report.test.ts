@@ -77,4 +77,27 @@ describe('bench --cpu pieces', () => {
     expect(replaceCpuSection(page, section)).toBe(`# B\n\nintro\n\n${section}\n\nafter\n`);
     expect(replaceCpuSection('# B\n', section)).toBe(`# B\n\n${section}\n`);
   });
+
+  it('adds the agent columns when a row went through an agent tunnel', () => {
+    const agentRow: CpuRow = {
+      relay: 'via agent tunnel: passthrough (SPDY)',
+      key: 'agent-spdy',
+      measurement: 'stdout',
+      bytes: 300_000_000,
+      wallMs: [2000, 2100, 1900],
+      cpuSeconds: [0.5, 0.6, 0.55],
+      cpuPerGB: 1.8333,
+      agentCpuSeconds: [0.4, 0.45, 0.42],
+      agentCpuPerGB: 1.4,
+      wallRatio: 0.55,
+    };
+    const text = cpuTextTable([...rows, agentRow]).split('\n');
+    expect(text[0]).toMatch(/wall ms \(each round\)\s+agent CPU-s per GB\s+agent CPU-s \(each round\)$/);
+    expect(text[5]).toMatch(/^via agent tunnel: passthrough \(SPDY\)\s+stdout\s+300 MB\s+3\s+1\.83\s+0\.55\s+0\.50, 0\.60, 0\.55\s+2000, 2100, 1900\s+1\.40\s+0\.40, 0\.45, 0\.42$/);
+    const section = cpuMarkdownSection([...rows, agentRow], { machine: '2 CPUs', loadAverage: '1.00', commandLine: 'node dist/bench/run.js --cpu', date: new Date('2026-01-02T03:04:05Z') });
+    expect(section).toContain('|---|---|---:|---:|---:|---:|---:|---|---|---:|---|');
+    expect(section).toContain('| via agent tunnel: passthrough (SPDY) | stdout | 300 MB | 3 | 1.83 |  | 0.55 | 0.50, 0.60, 0.55 | 2000, 2100, 1900 | 1.40 | 0.40, 0.45, 0.42 |');
+    // Rows without an agent leave the agent cells empty.
+    expect(section).toContain('| 0.20, 0.21, 0.19 | 1500, 1400, 1600 |  |  |');
+  });
 });
