@@ -6,8 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { dirname, resolve } from 'node:path';
-import { METRICS_SERVICE, startDemoMetrics } from './demo-metrics.js';
+import { resolve } from 'node:path';
+import { DEMO_MAX_CLUSTERS, parseDemoClusters, runDemo, type DemoOptions } from './demo.js';
 import { startDevCluster, type DevClusterOptions } from './devcluster/dev-cluster.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { parseHostPort } from './listen-address.js';
@@ -71,16 +71,25 @@ const DEMO_USAGE = `kube-stream-proxy demo: the dev cluster and the proxy in fro
 Starts the embedded dev cluster (a SPDY-only kubelet look-alike), starts the proxy with the dev
 cluster as its upstream, writes a kubeconfig that points kubectl at the PROXY, and prints a line to try.
 
-WARNING: the dev cluster runs real local processes as the current user.
+With --clusters N: N dev clusters behind agents instead (docs/agent.md). Cluster "one" has the pods
+demo and alpha, "two" demo and beta, and so on; each gets an agent (in this process) that dials the
+proxy's agent listener with its own token, and the kubeconfig gets one context per cluster
+(server: <proxy>/clusters/NAME; the first is current). No direct upstream and no dev-metrics then.
+
+WARNING: the dev clusters run real local processes as the current user.
 
 Usage:
   kube-stream-proxy demo [flags]
 
 Flags:
   --listen HOST:PORT              Proxy address (default 127.0.0.1:6443; loopback).
-  --dev-cluster-listen HOST:PORT  Dev cluster address (default 127.0.0.1:0: a free port).
+  --dev-cluster-listen HOST:PORT  Dev cluster address (default 127.0.0.1:0: a free port; with --clusters,
+                                  port P gives P, P+1, ...).
+  --clusters N                    N clusters (1-${DEMO_MAX_CLUSTERS}) behind agents, one kubeconfig context each.
+  --agent-listen HOST:PORT        The proxy's agent listener with --clusters (default 127.0.0.1:0; loopback).
   --feature-gates A=true,B=false  Proxy feature gates (as for serve).
-  --kubeconfig PATH               Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig).
+  --kubeconfig PATH               Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig);
+                                  with --clusters the agent tokens go to agents/ next to it.
   --shutdown-grace-period DURATION  As for serve (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}).
   -h, --help                      Show this help.
 `;
@@ -389,62 +398,50 @@ async function devClusterCommand(argv: string[]): Promise<number | void> {
 }
 
 async function demoCommand(argv: string[]): Promise<number | void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      listen: { type: 'string', default: '127.0.0.1:6443' },
-      'dev-cluster-listen': { type: 'string', default: '127.0.0.1:0' },
-      'feature-gates': { type: 'string' },
-      'shutdown-grace-period': { type: 'string' },
-      kubeconfig: { type: 'string', default: '.kube-stream-proxy/kubeconfig' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(DEMO_USAGE);
-    return 0;
-  }
-  const { host, port } = parseHostPort(values['dev-cluster-listen']);
-  const cluster = await startDevCluster({ host, port, services: [METRICS_SERVICE] });
-  const kubeconfig = resolve(values.kubeconfig);
-  // The aggregated metrics.k8s.io backend, so `kubectl top` works (docs/aggregation.md).
-  const metrics = await startDemoMetrics(dirname(kubeconfig), cluster.url);
-  let server;
-  let graceMs: number;
+  let options: DemoOptions;
   try {
-    const config = await resolveConfig({
-      listen: values.listen,
-      upstream: cluster.url,
-      featureGates: values['feature-gates'],
-      shutdownGracePeriod: values['shutdown-grace-period'],
-      apiserviceConfig: metrics.apiserviceConfigFile,
-      proxyClientCertFile: metrics.proxyClientCertFile,
-      proxyClientKeyFile: metrics.proxyClientKeyFile,
+    const { values } = parseArgs({
+      args: argv,
+      options: {
+        listen: { type: 'string', default: '127.0.0.1:6443' },
+        'dev-cluster-listen': { type: 'string', default: '127.0.0.1:0' },
+        'feature-gates': { type: 'string' },
+        'shutdown-grace-period': { type: 'string' },
+        kubeconfig: { type: 'string', default: '.kube-stream-proxy/kubeconfig' },
+        clusters: { type: 'string' },
+        'agent-listen': { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
     });
-    graceMs = config.shutdownGracePeriodMs;
-    server = await startServer(config, { logger: { level: 'info' } });
+    if (values.help) {
+      process.stdout.write(DEMO_USAGE);
+      return 0;
+    }
+    options = {
+      listen: values.listen,
+      devClusterListen: values['dev-cluster-listen'],
+      kubeconfig: resolve(values.kubeconfig),
+      ...(values['feature-gates'] !== undefined ? { featureGates: values['feature-gates'] } : {}),
+      ...(values['shutdown-grace-period'] !== undefined ? { shutdownGracePeriod: values['shutdown-grace-period'] } : {}),
+      ...(values.clusters !== undefined ? { clusters: parseDemoClusters(values.clusters) } : {}),
+      ...(values['agent-listen'] !== undefined ? { agentListen: values['agent-listen'] } : {}),
+    };
   } catch (e) {
-    await metrics.metrics.close();
-    await cluster.close();
+    process.stderr.write(`kube-stream-proxy demo: ${(e as Error).message}\n\n${DEMO_USAGE}`);
+    return 2;
+  }
+  let demo;
+  try {
+    demo = await runDemo(options);
+  } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`kube-stream-proxy demo: ${e.message}\n`);
     return 2;
   }
-  writeKubeconfig(kubeconfig, { server: server.url, name: 'kube-stream-proxy-demo' });
-  const proxy = server;
-  process.stdout.write(
-    `dev cluster listening on ${cluster.url} (it runs local commands; loopback only)\n` +
-      `dev-metrics (metrics.k8s.io, aggregated) listening on ${metrics.metrics.url}\n` +
-      `kube-stream-proxy listening on ${proxy.url}, upstream ${cluster.url}\n` +
-      `kubeconfig written to ${kubeconfig}\n` +
-      `try:\n  KUBECONFIG=${kubeconfig} kubectl exec -it demo -- sh\n`,
-  );
-  installShutdown(async () => {
-    await proxy.shutdown(graceMs);
-    await metrics.metrics.close();
-    await cluster.close();
-  });
+  // Before the banner: whoever reads it may send SIGTERM at once (tests do).
+  installShutdown(() => demo.shutdown());
+  process.stdout.write(demo.banner);
 }
 
 /**

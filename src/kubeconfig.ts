@@ -23,9 +23,8 @@ export interface KubeconfigOptions {
   clientKeyPem?: string;
 }
 
-/** Render a kubeconfig as YAML (JSON is valid YAML and needs no library). */
-export function renderKubeconfig(o: KubeconfigOptions): string {
-  const name = o.name ?? 'kube-stream-proxy';
+/** One context's cluster and user entries (named `o.name`). */
+function entries(o: KubeconfigOptions): { name: string; cluster: Record<string, unknown>; user: Record<string, unknown>; namespace: string } {
   const cluster: Record<string, unknown> = { server: o.server };
   if (o.caPem) cluster['certificate-authority-data'] = Buffer.from(o.caPem).toString('base64');
   if (o.insecureSkipTlsVerify) cluster['insecure-skip-tls-verify'] = true;
@@ -33,20 +32,33 @@ export function renderKubeconfig(o: KubeconfigOptions): string {
   if (o.token) user.token = o.token;
   if (o.clientCertPem) user['client-certificate-data'] = Buffer.from(o.clientCertPem).toString('base64');
   if (o.clientKeyPem) user['client-key-data'] = Buffer.from(o.clientKeyPem).toString('base64');
+  return { name: o.name ?? 'kube-stream-proxy', cluster, user, namespace: o.namespace ?? 'default' };
+}
+
+/**
+ * Render a kubeconfig as YAML (JSON is valid YAML and needs no library). Several options give one
+ * context each (cluster, user and context share its `name`, which must differ); the first is the
+ * current context.
+ */
+export function renderKubeconfig(o: KubeconfigOptions | readonly KubeconfigOptions[]): string {
+  const all = (Array.isArray(o) ? o : [o]).map(entries);
+  if (all.length === 0) throw new Error('renderKubeconfig: no context');
+  const names = all.map((e) => e.name);
+  if (new Set(names).size !== names.length) throw new Error(`renderKubeconfig: context names repeat: ${names.join(', ')}`);
   const config = {
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name, cluster }],
-    users: [{ name, user }],
-    contexts: [{ name, context: { cluster: name, user: name, namespace: o.namespace ?? 'default' } }],
-    'current-context': name,
+    clusters: all.map((e) => ({ name: e.name, cluster: e.cluster })),
+    users: all.map((e) => ({ name: e.name, user: e.user })),
+    contexts: all.map((e) => ({ name: e.name, context: { cluster: e.name, user: e.name, namespace: e.namespace } })),
+    'current-context': all[0]!.name,
     preferences: {},
   };
   return JSON.stringify(config, null, 2) + '\n';
 }
 
-/** Write a kubeconfig file (mode 0600, parent folders created). */
-export function writeKubeconfig(path: string, o: KubeconfigOptions): void {
+/** Write a kubeconfig file (mode 0600, parent folders created); several options give one context each. */
+export function writeKubeconfig(path: string, o: KubeconfigOptions | readonly KubeconfigOptions[]): void {
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, renderKubeconfig(o), { mode: 0o600 });
 }

@@ -95,6 +95,8 @@ export interface RunningServer {
   url: string;
   /** The agent listener's `https://host:port` (`http://` on loopback without TLS), when agents are on. */
   agentUrl?: string;
+  /** The agents connected now, when agents are on (start-up checks: the demo waits for its agents). */
+  agents?: AgentRegistry;
   app: FastifyInstance;
   /** True once {@link shutdown} began. */
   readonly draining: boolean;
@@ -377,6 +379,7 @@ export async function startServer(config: ProxyConfig, options: ServerOptions = 
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `${config.tls ? 'https' : 'http'}://${host}:${address.port}`;
   const agentListener = states.get(app)?.agentListener;
+  const agents = states.get(app)?.agents;
   let agentUrl: string | undefined;
   if (agentListener) {
     try {
@@ -390,6 +393,7 @@ export async function startServer(config: ProxyConfig, options: ServerOptions = 
   return {
     url,
     ...(agentUrl ? { agentUrl } : {}),
+    ...(agents ? { agents } : {}),
     app,
     get draining() {
       return shuttingDown !== undefined;

@@ -203,7 +203,7 @@ export class AgentListener {
     session.once('connect', () => {
       this.#pending.delete(socket);
       session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES);
-      this.#o.registry.add({ cluster, session, remoteAddress, upstreamHost, connectedAt: Date.now() });
+      this.#o.registry.add({ cluster, session, remoteAddress, upstreamHost, connectedAt: Date.now(), socket });
       this.#o.metrics?.incTunnelAgentConnection(cluster);
       this.#o.log.info({ cluster, remoteAddress, auth, carrier: t.carrier }, 'agent connected');
       keepTunnelAlive(session, { onDead: (reason) => this.#o.log.warn({ cluster, remoteAddress, reason }, 'agent tunnel dead') });

@@ -5,6 +5,7 @@
  * agent's new tunnel before its old one has died) are all kept; new streams go to the newest.
  */
 import type { ClientHttp2Session } from 'node:http2';
+import type { Duplex } from 'node:stream';
 import type { TunnelMetrics } from '../metrics.js';
 
 /** One connected agent. */
@@ -16,6 +17,13 @@ export interface AgentTunnel {
   /** The `Host` the agent's apiserver expects (sent by the agent at connect). */
   upstreamHost: string;
   connectedAt: number;
+  /**
+   * The connection the session runs on, destroyed with the session when a close outlasts its
+   * grace: Node's session close ends the socket and waits for that end() to call back before it
+   * emits 'close', which was seen never to happen (the demo's SIGTERM right after a request through
+   * the tunnel), leaving `closeAll` and the proxy's shutdown hanging.
+   */
+  socket?: Duplex;
 }
 
 /** Connected agents by cluster. */
@@ -87,13 +95,16 @@ export class AgentRegistry {
    * flight may finish), then destroy what is still open after `graceMs`.
    */
   async closeAll(graceMs: number): Promise<void> {
-    const sessions = [...this.#byCluster.values()].flat().map((t) => t.session);
+    const tunnels = [...this.#byCluster.values()].flat();
     await Promise.all(
-      sessions.map(
-        (s) =>
+      tunnels.map(
+        ({ session: s, socket }) =>
           new Promise<void>((resolve) => {
             if (s.destroyed) return resolve();
-            const timer = setTimeout(() => s.destroy(), graceMs);
+            const timer = setTimeout(() => {
+              s.destroy();
+              socket?.destroy();
+            }, graceMs);
             timer.unref();
             s.once('close', () => {
               clearTimeout(timer);

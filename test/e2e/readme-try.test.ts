@@ -26,19 +26,25 @@ const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const DEFAULT_PORT = 6443;
 const LINE_TIMEOUT_MS = 60_000;
 
-/** The "What you can try" block: its `export` lines and its commands (comments dropped). */
-export function tryBlock(readme: string): { exports: string[]; commands: string[] } {
-  const section = /^## What you can try\n([\s\S]*?)(?=^## )/m.exec(readme)?.[1];
-  if (!section) throw new Error('README.md has no "## What you can try" section');
+/** A README section's text, up to the next `## ` heading. */
+function readmeSection(readme: string, title: string): string {
+  const section = new RegExp(`^## ${title}\\n([\\s\\S]*?)(?=^## )`, 'm').exec(readme)?.[1];
+  if (!section) throw new Error(`README.md has no "## ${title}" section`);
+  return section;
+}
+
+/** The ```sh block of a section ("What you can try" by default): its `export` lines and its commands (comments dropped). */
+export function tryBlock(readme: string, title = 'What you can try'): { exports: string[]; commands: string[] } {
+  const section = readmeSection(readme, title);
   const block = /^```sh\n([\s\S]*?)^```$/m.exec(section)?.[1];
-  if (!block) throw new Error('the "What you can try" section has no ```sh block');
+  if (!block) throw new Error(`the "${title}" section has no \`\`\`sh block`);
   const lines = block
     .split('\n')
     .map((l) => l.replace(/\s+#\s.*$/, '').trim())
     .filter((l) => l !== '');
   const exports = lines.filter((l) => /^export \w+=/.test(l));
   const commands = lines.filter((l) => !exports.includes(l));
-  for (const c of commands) if (!/^kubectl\s/.test(c)) throw new Error(`"What you can try": only export and kubectl lines are run, got: ${c}`);
+  for (const c of commands) if (!/^kubectl\s/.test(c)) throw new Error(`"${title}": only export and kubectl lines are run, got: ${c}`);
   return { exports, commands };
 }
 
@@ -93,7 +99,7 @@ interface LineCheck {
 const CHECKS: LineCheck[] = [
   {
     // Interactive: the pod's shell under a real terminal; type a command, read its answer, exit 0.
-    match: /^kubectl exec -it demo -- sh$/,
+    match: /^kubectl (?:--context \S+ )?exec -it \S+ -- sh$/,
     check: async (line, ctx) => {
       const term = await startTmux({ argv: ['sh', '-c', ctx.script(line)], env: ctx.env, cwd: ctx.work });
       try {
@@ -207,6 +213,32 @@ const CHECKS: LineCheck[] = [
   },
 ];
 
+/** Checks of the "Clusters behind agents" block (before {@link CHECKS}). */
+const CLUSTER_CHECKS: LineCheck[] = [
+  {
+    // Each context lists its own cluster's pods only: `demo` and the pod the demo's banner names.
+    match: /^kubectl --context (\S+) get pods$/,
+    check: async (line, ctx) => {
+      const cluster = /^kubectl --context (\S+) get pods$/.exec(line)![1]!;
+      const own = new RegExp(`^dev cluster "${cluster}" listening on \\S+, pods demo and (\\S+),`, 'm').exec(ctx.demo.output())?.[1];
+      expect(own, ctx.demo.output()).toBeDefined();
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      const names = r.stdout.trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]);
+      expect(names.sort()).toEqual([own, 'demo'].sort());
+    },
+  },
+  {
+    match: /^kubectl --context \S+ exec (\S+) -- echo (.+)$/,
+    check: async (line, ctx) => {
+      const [, , words] = /^kubectl --context \S+ exec (\S+) -- echo (.+)$/.exec(line)!;
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      expect(r.stdout).toBe(`${words}\n`);
+    },
+  },
+];
+
 /** Any other kubectl line: exit 0, something on stdout, no error on stderr. */
 async function defaultCheck(line: string, ctx: Context): Promise<void> {
   const r = await ctx.run(line);
@@ -260,6 +292,49 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "What you can try"
       const known = CHECKS.find((c) => c.match.test(line));
       await (known ? known.check(line, ctx) : defaultCheck(line, ctx));
       if (/^kubectl (exec|attach|cp|port-forward)\b/.test(line)) ctx.streamingSoFar++;
+    });
+  }
+});
+
+const clusters = tryBlock(README, 'Clusters behind agents');
+/** The demo's flags from the section's `npm start -- FLAGS` (what the README tells the reader to run). */
+const clusterDemoArgs = (): string[] => {
+  const m = /`npm start -- ([^`]+)`/.exec(readmeSection(README, 'Clusters behind agents'));
+  if (!m) throw new Error('the "Clusters behind agents" section names no `npm start -- FLAGS`');
+  return m[1]!.trim().split(/\s+/);
+};
+
+describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "Clusters behind agents", line by line through `npm start -- --clusters 2`', () => {
+  let ctx: Context;
+
+  beforeAll(async () => {
+    const work = mkdtempSync(join(tmpdir(), 'ksp-readme-clusters-'));
+    const bin = join(work, 'bin');
+    mkdirSync(bin);
+    symlinkSync(findKubectl('1.33'), join(bin, 'kubectl'));
+    const demo = await startDemo(work, [...clusterDemoArgs(), '--listen', '127.0.0.1:0']);
+    const env = kubectlEnv(demo.kubeconfig);
+    delete env.KUBECONFIG; // the block's own export line must set it
+    env.PATH = `${bin}${delimiter}${env.PATH ?? ''}`;
+    const script = (command: string): string => [...clusters.exports, command].join('\n');
+    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0 };
+  }, 60_000);
+
+  afterAll(async () => {
+    await ctx?.demo.stop();
+    if (ctx) rmSync(ctx.work, { recursive: true, force: true });
+  });
+
+  it('asks for --clusters 2 and exports the same KUBECONFIG', () => {
+    expect(clusterDemoArgs()).toEqual(['--clusters', '2']);
+    expect(clusters.exports).toEqual(['export KUBECONFIG="$PWD/.kube-stream-proxy/kubeconfig"']);
+    expect(clusters.commands.some((c) => /^kubectl --context one exec -it /.test(c))).toBe(true);
+  });
+
+  for (const line of clusters.commands) {
+    it(line, async () => {
+      const known = [...CLUSTER_CHECKS, ...CHECKS].find((c) => c.match.test(line));
+      await (known ? known.check(line, ctx) : defaultCheck(line, ctx));
     });
   }
 });
