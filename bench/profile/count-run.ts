@@ -1,0 +1,40 @@
+/**
+ * Socket event counts of one translated kubectl transfer (profiling aid): the proxy runs with
+ * `--import PRELOAD` (a script that counts socket pauses, resumes, reads and writev calls and
+ * prints them on SIGTERM), one kubectl 1.33 transfer, then the proxy is stopped.
+ *
+ *   node dist/bench/profile/count-run.js PRELOAD [stdin|stdout] [bytes] [baseline tree]
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { findKubectl } from '../../test/helpers/kubectl.js';
+import { CLIENT } from '../harness.js';
+import { measureTransfer, type Direction } from '../kubectl-throughput.js';
+import { startDevClusterProcess, startNodeScript, startProxyProcess } from '../servers.js';
+
+const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
+
+async function main(): Promise<void> {
+  const [preload, direction = 'stdin', bytes = '100000000', base] = process.argv.slice(2);
+  const work = mkdtempSync(join(tmpdir(), 'ksp-count-'));
+  const cluster = await startDevClusterProcess();
+  const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url, '--feature-gates', GATES_ON];
+  const node = { nodeArgs: ['--import', preload!] };
+  const proxy = base
+    ? await startNodeScript(join(base, 'bin', 'kube-stream-proxy.js'), args, /^kube-stream-proxy listening on /, 30_000, node)
+    : await startProxyProcess(cluster.url, args.slice(5), node);
+  try {
+    const kubeconfig = join(work, 'kubeconfig');
+    writeKubeconfig(kubeconfig, { server: proxy.url, name: 'count' });
+    const r = await measureTransfer({ bin: findKubectl(CLIENT.version), kubeconfig, env: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' }, direction: direction as Direction, bytes: Number(bytes), timeoutMs: 120_000 });
+    console.log(`${direction} ${bytes} bytes in ${r.wallMs.toFixed(0)} ms`);
+  } finally {
+    await proxy.close();
+    await cluster.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1]?.endsWith('count-run.js')) void main();
