@@ -6,13 +6,15 @@
  * per row, rounds interleaved so a burst of load on the shared machine hits A and B alike).
  *
  *   node dist/bench/profile/ab.js --base DIR [--bytes N] [--runs N] [--only stdin,stdout] [--cpu-prof DIR]
+ *     [--heavy]  (add the bare relay inside an idle proxy process) [--no-base]  (no baseline row)
  *
  * Prints each round and the medians; A/B is the median CPU ratio of this tree to the baseline.
  */
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CPU_RELAYS, cpuTextTable, runCpuBenchmarks, type CpuMeasurement, type CpuRelay } from '../cpu.js';
-import { startNodeScript } from '../servers.js';
+import { FORCE_SPDY_ENV } from '../../test/helpers/kubectl.js';
+import { benchScriptPath, startNodeScript } from '../servers.js';
 
 const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
 
@@ -34,6 +36,15 @@ export function baselineTranslation(base: string): CpuRelay {
   };
 }
 
+/** The bare relay inside a process that also runs an idle proxy (bench/profile/heavy-bare-relay.ts). */
+export const HEAVY_BARE_RELAY: CpuRelay = {
+  key: 'heavy-bare',
+  name: 'bare Node relay inside an idle proxy process (proxy heap)',
+  env: { stdout: { ...FORCE_SPDY_ENV }, stdin: { ...FORCE_SPDY_ENV } },
+  node: true,
+  start: (ctx) => startNodeScript(benchScriptPath('profile/heavy-bare-relay'), [ctx.upstream], /^bare relay listening on /, 30_000, ctx.node),
+};
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -42,11 +53,19 @@ async function main(): Promise<void> {
       runs: { type: 'string', default: '5' },
       only: { type: 'string', default: 'stdin,stdout' },
       'cpu-prof': { type: 'string' },
+      /** Add the bare relay inside an idle proxy process (the heap's share of the floor). */
+      heavy: { type: 'boolean', default: false },
+      /** Leave the baseline tree out (only this tree's translation and the relays). */
+      'no-base': { type: 'boolean', default: false },
     },
   });
-  if (!values.base) throw new Error('--base DIR (a tree with bin/ and dist/) is required');
-  const base = resolve(values.base);
-  const relays = [baselineTranslation(base), CPU_RELAYS.find((r) => r.key === 'translation')!, CPU_RELAYS.find((r) => r.key === 'bare')!];
+  if (!values.base && !values['no-base']) throw new Error('--base DIR (a tree with bin/ and dist/) is required, or --no-base');
+  const relays = [
+    ...(values.base && !values['no-base'] ? [baselineTranslation(resolve(values.base))] : []),
+    CPU_RELAYS.find((r) => r.key === 'translation')!,
+    CPU_RELAYS.find((r) => r.key === 'bare')!,
+    ...(values.heavy ? [HEAVY_BARE_RELAY] : []),
+  ];
   const rows = await runCpuBenchmarks({
     bytes: Number(values.bytes),
     rounds: Number(values.runs),

@@ -1,9 +1,11 @@
 /**
  * Socket event counts of one translated kubectl transfer (profiling aid): the proxy runs with
- * `--import PRELOAD` (a script that counts socket pauses, resumes, reads and writev calls and
- * prints them on SIGTERM), one kubectl 1.33 transfer, then the proxy is stopped.
+ * `--import PRELOAD` (bench/profile/count-preload.ts: counts socket pauses, resumes, reads, writev
+ * calls and GCs and writes them to /tmp/counts-PID.json on SIGTERM), one kubectl 1.33 transfer, then the proxy is stopped.
  *
- *   node dist/bench/profile/count-run.js PRELOAD [stdin|stdout] [bytes] [baseline tree]
+ *   node dist/bench/profile/count-run.js dist/bench/profile/count-preload.js [stdin|stdout] [bytes] [baseline tree]
+ *
+ * `KSP_PROFILE_NODE_ARGS` adds `node` flags for the proxy (e.g. "--no-memory-reducer").
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,7 +23,8 @@ async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'ksp-count-'));
   const cluster = await startDevClusterProcess();
   const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url, '--feature-gates', GATES_ON];
-  const node = { nodeArgs: ['--import', preload!] };
+  const extra = (process.env.KSP_PROFILE_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
+  const node = { nodeArgs: [...extra, '--import', preload!] };
   const proxy = base
     ? await startNodeScript(join(base, 'bin', 'kube-stream-proxy.js'), args, /^kube-stream-proxy listening on /, 30_000, node)
     : await startProxyProcess(cluster.url, args.slice(5), node);
