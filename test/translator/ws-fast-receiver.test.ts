@@ -242,6 +242,22 @@ describe('ChannelWebSocket with the fast receive path', () => {
     expect((await closed)[0]).toBe(1009);
   });
 
+  it('KSP_WS_FAST_RECEIVE=0 leaves the socket to ws alone, with the same messages', async () => {
+    process.env.KSP_WS_FAST_RECEIVE = '0';
+    let p: Awaited<ReturnType<typeof pair>>;
+    try {
+      p = await pair();
+    } finally {
+      delete process.env.KSP_WS_FAST_RECEIVE;
+    }
+    expect(p.server.fastReceive).toBe(false);
+    const payload = randomBytes(100_000);
+    p.client.send(Buffer.concat([Buffer.from([Channel.Stdin]), payload]), { binary: true });
+    await p.wait(1);
+    expect(p.inbound[0]!.kind).toBe('data');
+    expect(stdinBytes(p.inbound).equals(payload)).toBe(true);
+  });
+
   it("the client's close frame closes the session cleanly", async () => {
     const p = await pair();
     const closed = once(p.server, 'close');
