@@ -57,9 +57,15 @@ async function main(): Promise<void> {
   const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url, '--feature-gates', GATES_ON];
   const extra = (process.env.KSP_PROFILE_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
   const node = { nodeArgs: [...extra, '--import', pathToFileURL(resolve(preload!)).href] };
-  const proxy = base
-    ? await startNodeScript(join(base, 'bin', 'kube-stream-proxy.js'), args, /^kube-stream-proxy listening on /, 30_000, node)
-    : await startProxyProcess(cluster.url, args.slice(5), node);
+  const proxy = await (base
+    ? startNodeScript(join(base, 'bin', 'kube-stream-proxy.js'), args, /^kube-stream-proxy listening on /, 30_000, node)
+    : startProxyProcess(cluster.url, args.slice(5), node)
+  ).catch(async (err: unknown) => {
+    // Do not leave the dev cluster running when the proxy cannot start.
+    await cluster.close();
+    rmSync(work, { recursive: true, force: true });
+    throw err;
+  });
   try {
     const kubeconfig = join(work, 'kubeconfig');
     writeKubeconfig(kubeconfig, { server: proxy.url, name: 'count' });

@@ -140,9 +140,11 @@ async function main(): Promise<void> {
   const direction = values.direction as Direction;
   const work = mkdtempSync(join(tmpdir(), 'ksp-census-'));
   const cluster = await startDevClusterProcess();
-  const proxy = await startProxyProcess(cluster.url, ['--feature-gates', 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true']);
-  const relay = await startCensusRelay(new URL(proxy.url));
+  let proxy: Awaited<ReturnType<typeof startProxyProcess>> | undefined;
+  let relay: Awaited<ReturnType<typeof startCensusRelay>> | undefined;
   try {
+    proxy = await startProxyProcess(cluster.url, ['--feature-gates', 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true']);
+    relay = await startCensusRelay(new URL(proxy.url));
     const kubeconfig = join(work, 'kubeconfig');
     writeKubeconfig(kubeconfig, { server: relay.url, name: 'census' });
     const r = await measureTransfer({
@@ -159,8 +161,8 @@ async function main(): Promise<void> {
       console.log(describe(`connection ${i} proxy → client`, p.down.census));
     }
   } finally {
-    relay.close();
-    await proxy.close();
+    relay?.close();
+    await proxy?.close();
     await cluster.close();
     rmSync(work, { recursive: true, force: true });
   }
