@@ -38,12 +38,11 @@ import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '
 import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../src/stream-protocol.js';
 import { routeOf, type Route } from '../src/routing/route.js';
 import { openUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS, type UpstreamSpdyOpening } from '../src/upstream-spdy.js';
-import type { ChannelMessage } from './channel-frame.js';
 import type { RemoteCommandOutcome } from './error-stream.js';
 import type { RemoteCommandOptions } from './remote-command-options.js';
 import { openRemoteCommandStreams, type RemoteCommandStreams } from './remote-command-streams.js';
 import { runTranslatorSession, type SessionBytes, type SessionLogger } from './translator-session.js';
-import { ChannelWebSocket, FINISH_CLOSE_DEADLINE_MS, STREAM_IDLE_TIMEOUT_MS, WS_MAX_PAYLOAD_BYTES } from './websocket.js';
+import { ChannelWebSocket, type InboundMessage, FINISH_CLOSE_DEADLINE_MS, STREAM_IDLE_TIMEOUT_MS, WS_MAX_PAYLOAD_BYTES } from './websocket.js';
 
 /**
  * Protocols offered upstream, one `X-Stream-Protocol-Version` line each: v4, v3, v2, `channel.k8s.io`
@@ -219,8 +218,8 @@ export class StreamTranslatorProxy {
     ws.sendInitialFrame(t.options.stdout, t.options.stderr);
     // Nothing is read from the client until the upstream streams exist; what was already read waits here.
     ws.pauseInbound('upstream');
-    const backlog: ChannelMessage[] = [];
-    const queue = (m: ChannelMessage): void => void backlog.push(m);
+    const backlog: InboundMessage[] = [];
+    const queue = (m: InboundMessage): void => void backlog.push(m);
     ws.on('message', queue);
 
     let result: TranslatorResult | undefined;

@@ -14,12 +14,12 @@
 import { ReadThrottle } from '../proxy/bandwidth-limiter.js';
 import type { SpdyConnection, SpdyStream } from '../src/spdy/index.js';
 import { TerminalSizeDecoder } from '../src/terminal-size.js';
-import { Channel, type ChannelMessage } from './channel-frame.js';
+import { Channel } from './channel-frame.js';
 import { decodeErrorStream, type RemoteCommandOutcome } from './error-stream.js';
 import { PauseGate } from './pause-gate.js';
 import type { RemoteCommandOptions } from './remote-command-options.js';
 import type { RemoteCommandStreams } from './remote-command-streams.js';
-import type { ChannelWebSocket } from './websocket.js';
+import type { ChannelWebSocket, InboundMessage } from './websocket.js';
 
 /** Largest error-stream content we keep (a Status is a few hundred bytes). */
 export const MAX_ERROR_STREAM_BYTES = 1024 * 1024;
@@ -58,7 +58,7 @@ export interface SessionBytes {
  */
 export function runTranslatorSession(
   parts: TranslatorSessionParts,
-  backlog: ChannelMessage[],
+  backlog: InboundMessage[],
   bytes: SessionBytes,
 ): Promise<RemoteCommandOutcome> {
   const { ws, streams, options, log } = parts;
@@ -80,7 +80,29 @@ export function runTranslatorSession(
   const sizes = new TerminalSizeDecoder();
   let resizeDead = false;
 
-  const onMessage = (m: ChannelMessage): void => {
+  /** One stdin message (a buffer, or the pieces it arrived in) as one DATA frame. */
+  const writeStdin = (payload: Buffer | readonly Buffer[], length: number): void => {
+    const stdinStream = stdin!;
+    bytes.toUpstream += length;
+    inboundThrottle?.account(length);
+    // Messages already parsed from the same socket read still arrive after the pause: wait once
+    // only (a listener per message piled up: MaxListenersExceededWarning under load). Straight to
+    // DATA frames, no Writable write request per message; the order is kept (see writeDirect).
+    if (!stdinStream.writeDirect(payload) && !stdinWaiting) {
+      stdinWaiting = true;
+      ws.pauseInbound('stdin');
+      stdinStream.whenWritable(() => {
+        stdinWaiting = false;
+        ws.resumeInbound('stdin');
+      });
+    }
+  };
+  const onMessage = (m: InboundMessage): void => {
+    if (m.kind === 'data-parts') {
+      if (!stdin || stdinClosed || !stdin.writable) return;
+      writeStdin(m.parts, m.length);
+      return;
+    }
     if (m.kind === 'close') {
       if (m.channel === Channel.Stdin && stdin && !stdinClosed) {
         stdinClosed = true;
@@ -93,18 +115,7 @@ export function runTranslatorSession(
     if (m.kind !== 'data') return;
     if (m.channel === Channel.Stdin) {
       if (!stdin || stdinClosed || !stdin.writable) return;
-      bytes.toUpstream += m.payload.length;
-      inboundThrottle?.account(m.payload.length);
-      // Messages already parsed from the same socket read still arrive after the pause: wait for
-      // one 'drain' only (a listener per message piled up: MaxListenersExceededWarning under load).
-      if (!stdin.write(m.payload) && !stdinWaiting) {
-        stdinWaiting = true;
-        ws.pauseInbound('stdin');
-        stdin.once('drain', () => {
-          stdinWaiting = false;
-          ws.resumeInbound('stdin');
-        });
-      }
+      writeStdin(m.payload, m.payload.length);
     } else if (m.channel === Channel.Resize) {
       // Never blocks: without tty (or a resize stream) the input is dropped.
       if (!resize || resizeDead || !resize.writable) return;

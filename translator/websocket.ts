@@ -11,6 +11,7 @@ import { WebSocket, type RawData } from 'ws';
 import { encodeStatus, type V1Status } from '../src/status.js';
 import { Channel, ChannelFrameError, decodeChannelMessage, encodeChannelMessage, type ChannelId, type ChannelMessage } from './channel-frame.js';
 import { PauseGate } from './pause-gate.js';
+import { FastFrameReceiver } from './ws-fast-receiver.js';
 
 /** Largest inbound message, as x/net/websocket's `DefaultMaxPayloadBytes`; larger ones end the session (1009). */
 export const WS_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024;
@@ -92,6 +93,54 @@ function rawSocketOf(ws: WebSocket): Duplex | undefined {
   return socket as Duplex;
 }
 
+/**
+ * A stdin message as the pieces it arrived in (the fast receiver's multi-read frames): `parts`
+ * joined is the payload, without the channel byte; `length` is their total.
+ */
+export interface StdinParts {
+  kind: 'data-parts';
+  channel: typeof Channel.Stdin;
+  parts: readonly Buffer[];
+  length: number;
+}
+
+/** What {@link ChannelWebSocket} emits as `'message'`. */
+export type InboundMessage = ChannelMessage | StdinParts;
+
+/** The parts of `ws` (8.x) the fast receive path relies on (see translator/ws-fast-receiver.ts). */
+interface WsReceiverInternals {
+  _receiver?: { _state?: unknown; _bufferedBytes?: unknown; _maxPayload?: unknown; _fragmented?: unknown; _errored?: unknown; writableEnded?: boolean; destroyed?: boolean };
+}
+
+/**
+ * Put a {@link FastFrameReceiver} in front of `ws`'s Receiver on the client socket: `ws`'s own
+ * `'data'` listener is replaced by one that parses frames and passes to `ws` only what the fast
+ * path does not take. Only where `ws` looks as expected (a server socket without extensions, see
+ * {@link rawSocketOf}, its Receiver at a frame boundary with nothing buffered); else returns
+ * undefined and `ws` reads the socket alone.
+ */
+function installFastReceiver(ws: WebSocket, socket: Duplex | undefined, onMessage: (parts: Buffer[], length: number) => void): FastFrameReceiver | undefined {
+  if (socket === undefined || process.env.KSP_WS_FAST_RECEIVE === '0') return undefined;
+  const receiver = (ws as unknown as WsReceiverInternals)._receiver;
+  if (receiver?._state !== 0 || receiver._bufferedBytes !== 0 || receiver._fragmented !== 0 || typeof receiver._maxPayload !== 'number') return undefined;
+  const wsOnData = socket.listeners('data').filter((l) => l.name === 'socketOnData');
+  if (wsOnData.length !== 1) return undefined;
+  const wsListener = wsOnData[0] as (this: Duplex, chunk: Buffer) => void;
+  const maxPayload = receiver._maxPayload > 0 ? receiver._maxPayload : Number.MAX_SAFE_INTEGER;
+  const fast = new FastFrameReceiver(maxPayload, {
+    message: onMessage,
+    // What ws's listener does, except once its Receiver failed or ended: ws removes its listener
+    // then (the socket is drained and dropped), so nothing more may reach the Receiver.
+    passThrough: (raw) => {
+      if (receiver._errored === true || receiver.writableEnded === true || receiver.destroyed === true) return;
+      wsListener.call(socket, raw);
+    },
+  });
+  socket.off('data', wsListener);
+  socket.on('data', (chunk: Buffer) => fast.push(chunk));
+  return fast;
+}
+
 /** Options of {@link ChannelWebSocket}. */
 export interface ChannelWebSocketOptions {
   idleTimeoutMs?: number;
@@ -112,6 +161,8 @@ export class ChannelWebSocket extends EventEmitter {
   /** The socket output frames are written to directly (no copy), when ws allows it. */
   readonly #raw: Duplex | undefined;
   readonly #inbound: PauseGate;
+  /** The zero-copy frame parser in front of ws's Receiver, when installed. */
+  readonly #fast: FastFrameReceiver | undefined;
   readonly #idleTimeoutMs: number;
   readonly #finishDeadlineMs: number;
   #queued = 0;
@@ -132,7 +183,13 @@ export class ChannelWebSocket extends EventEmitter {
     ws.on('error', () => {
       // 'close' follows; a too-large message or a bad frame ends the session there.
     });
-    ws.on('message', (data: RawData) => this.#onMessage(data));
+    this.#fast = installFastReceiver(ws, this.#raw, (parts, length) => this.#onFastMessage(parts, length));
+    ws.on('message', (data: RawData) => {
+      // While the fast receiver parses, ws sees control frames only; a data message from ws then
+      // can only come from bytes ws read past it (its close handler drains the socket itself).
+      if (this.#fast !== undefined && !this.#fast.fallenBack) return;
+      this.#onMessage(data);
+    });
     this.#closedPromise = new Promise<void>((resolve) => {
       ws.once('close', (code: number) => {
         this.#closed = true;
@@ -277,6 +334,22 @@ export class ChannelWebSocket extends EventEmitter {
       this.#wantDrain = false;
       this.emit('drain');
     }
+  }
+
+  /** True when client frames are parsed without ws's copy (see translator/ws-fast-receiver.ts). */
+  get fastReceive(): boolean {
+    return this.#fast !== undefined && !this.#fast.fallenBack;
+  }
+
+  /** A message from the fast receiver: one piece decodes as usual; a stdin message in pieces stays in pieces. */
+  #onFastMessage(parts: Buffer[], length: number): void {
+    if (this.#finishing) return;
+    if (parts.length <= 1) return this.#onMessage(parts[0] ?? Buffer.alloc(0));
+    if (parts[0]![0] !== Channel.Stdin) return this.#onMessage(Buffer.concat(parts, length));
+    parts[0] = parts[0]!.subarray(1);
+    this.#touch();
+    const message: StdinParts = { kind: 'data-parts', channel: Channel.Stdin, parts, length: length - 1 };
+    this.emit('message', message);
   }
 
   #onMessage(data: RawData): void {

@@ -278,6 +278,11 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   }
 
   /** @internal */
+  hasRoom(): boolean {
+    return this.writer.hasRoom();
+  }
+
+  /** @internal */
   streamWantsData(stream: SpdyStream): void {
     this.intake.unblock(stream);
   }

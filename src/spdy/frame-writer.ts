@@ -81,6 +81,11 @@ export class FrameWriter {
     this.waiters.push(cb);
   }
 
+  /** True while the socket can take frames and its queue is below the limit. */
+  hasRoom(): boolean {
+    return this.failure === undefined && !this.socket.writableEnded && !this.socket.destroyed && this.socket.writableLength < this.maxQueued;
+  }
+
   /** The socket is gone: fail waiting and future callbacks with `err`. */
   fail(err: Error): void {
     this.failure ??= err;

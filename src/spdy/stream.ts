@@ -26,6 +26,8 @@ export interface SpdyStreamOwner {
   sendReset(streamId: number, status: number): void;
   /** Calls `cb` once the socket's queued bytes are below the connection limit (or with an error). */
   whenWritable(cb: (err?: Error | null) => void): void;
+  /** True while the socket's queued bytes are below the connection limit. */
+  hasRoom(): boolean;
   /** The stream's consumer wants more data (its `_read` was called). */
   streamWantsData(stream: SpdyStream): void;
   /** The stream closed (both sides done, reset or destroyed); forget it. */
@@ -163,6 +165,45 @@ export class SpdyStream extends Duplex {
     else if (this.writableFinished) this.destroy();
   }
 
+  /**
+   * Relay fast path: send `data` (one buffer, or several making one payload) as DATA frames now,
+   * without a Writable write request (no per-write callback, tick or buffered entry). It applies
+   * only while the Writable side holds nothing queued, is not corked and has not ended, so the order
+   * on the wire stays the call order; otherwise `data` goes through `write()`. Returns false when
+   * the caller should stop until {@link whenWritable} calls back (the connection's socket queue, or
+   * the Writable buffer, is full), as `write()` returning false means.
+   */
+  writeDirect(data: Buffer | readonly Buffer[]): boolean {
+    const direct =
+      !this.destroyed &&
+      !this.writableEnded &&
+      this.writableLength === 0 &&
+      this.writableCorked === 0 &&
+      !this.connectionError &&
+      !this.resetReceived &&
+      !this.localFinSent;
+    if (!direct) {
+      if (Buffer.isBuffer(data)) return this.write(data);
+      let ok = true;
+      for (const b of data) ok = this.write(b) && ok;
+      return ok;
+    }
+    this.ensureReplied();
+    if (Buffer.isBuffer(data)) this.sendBuffer(data);
+    else this.sendChunks(data);
+    return this.owner.hasRoom();
+  }
+
+  /**
+   * Calls `cb` once writing may go on after {@link writeDirect} (or `write()`) returned false: on
+   * 'drain' while the Writable side holds queued writes, else once the connection's socket queue
+   * is below its limit (with an error when the connection failed).
+   */
+  whenWritable(cb: () => void): void {
+    if (this.writableNeedDrain) this.once('drain', cb);
+    else this.owner.whenWritable(() => cb());
+  }
+
   override _read(): void {
     this.owner.streamWantsData(this);
   }
@@ -204,7 +245,7 @@ export class SpdyStream extends Duplex {
     cb(err);
   }
 
-  private sendChunks(chunks: Buffer[]): void {
+  private sendChunks(chunks: readonly Buffer[]): void {
     this.ensureReplied();
     assert.ok(!this.localFinSent, `write on stream ${this.id} after FIN`);
     // A writev batch becomes as few frames as the frame limit allows, each sent as its header plus
