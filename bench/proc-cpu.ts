@@ -62,7 +62,10 @@ export function sampleTreeCpu(root: number): TreeSample {
     const s = readStat(Number(name));
     if (s) stats.set(s.pid, s);
   }
-  const rootStat = stats.get(root) ?? readStat(root);
+  // The root is read again after the scan: a child reaped while /proc was scanned (its stat read
+  // before it went, or not at all) then has its time in the root's cutime instead, and a child that
+  // is gone now is not counted on its own (below), so its time is counted exactly once.
+  const rootStat = readStat(root) ?? stats.get(root);
   if (!rootStat) throw new Error(`process ${root} is gone`);
   const children = new Map<number, number[]>();
   for (const s of stats.values()) {
@@ -76,7 +79,7 @@ export function sampleTreeCpu(root: number): TreeSample {
   while (todo.length > 0) {
     const pid = todo.pop()!;
     const s = pid === root ? rootStat : stats.get(pid);
-    if (!s) continue;
+    if (!s || (pid !== root && !readStat(pid))) continue;
     pids.push(pid);
     ticks += s.ticks;
     todo.push(...(children.get(pid) ?? []));
