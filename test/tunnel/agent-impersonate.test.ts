@@ -14,13 +14,14 @@ import { createCa, createServerCert, type CertAndKey } from '../helpers/certs.js
 import { writeKubeconfig } from '../../src/kubeconfig.js';
 import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/http-fixture.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
-import { get, startTunnelFixture, type TunnelFixture } from './tunnel-fixture.js';
+import { get, startTunnelFixture, type AgentProcess, type TunnelFixture } from './tunnel-fixture.js';
 
 const skipReason = kubectlE2eSkipReason();
 const AGENT_USER = 'system:serviceaccount:kube-system:kube-stream-proxy-agent';
 
 describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent (--access-as impersonate)', () => {
   let fx: TunnelFixture;
+  let firstAgent: AgentProcess;
   let kubeconfigs: Record<'viewer' | 'admin' | 'stranger', string>;
   let bytes: BytesServer;
   // The cluster's apiserver serves TLS with its own CA: the agent verifies it (--upstream-ca-file).
@@ -61,9 +62,8 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
     const saToken = join(fx.work, 'agent-sa.token');
     writeFileSync(saToken, 'agent-sa-token\n');
     expect(fx.clusters.secured!.url).toMatch(/^https:/);
-    await fx
-      .startAgent('secured', { args: ['--access-as', 'impersonate', '--upstream-ca-file', apiserverCa.certFile, '--upstream-token-file', saToken] })
-      .waitForOutput(/tunnel established/, 20_000);
+    firstAgent = fx.startAgent('secured', { args: ['--access-as', 'impersonate', '--upstream-ca-file', apiserverCa.certFile, '--upstream-token-file', saToken] });
+    await firstAgent.waitForOutput(/tunnel established/, 20_000);
     const kc = (name: string, token: string): string => {
       const path = join(fx.work, `kubeconfig-${name}`);
       writeKubeconfig(path, { server: `${fx.proxy.url}/clusters/secured`, name, token, caPem: fx.ca!.toString('utf8') });
@@ -201,6 +201,29 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
     expect(m[0]).toContain('does not match this proxy\'s --authn=impersonate');
     await passthrough.kill();
     expect(await fx.metric('kube_stream_proxy_tunnel_agent_refusals_total', { reason: 'bad_request' })).toBeGreaterThan(before);
+  });
+
+  // Last: it replaces the agent the other cases use.
+  it('an agent given --kubeconfig (its CA and token taken from the kubeconfig) serves impersonated execs', async () => {
+    const agentKubeconfig = join(fx.work, 'agent-kubeconfig');
+    writeKubeconfig(agentKubeconfig, { server: fx.clusters.secured!.url, name: 'agent', token: 'agent-sa-token', caPem: apiserverCa.cert.toString('utf8') });
+    await firstAgent.kill();
+    // No --upstream-ca-file / --upstream-token-file: without the kubeconfig's CA the TLS dial fails,
+    // without its token the reviews are anonymous and refused.
+    const second = fx.startAgent('secured', { args: ['--access-as', 'impersonate', '--kubeconfig', agentKubeconfig] });
+    try {
+      await second.waitForOutput(/tunnel established/, 20_000);
+      const execsBefore = requestsTo('/api/v1/namespaces/default/pods/gamma/exec').length;
+      const r = await kubectl('admin', ['exec', 'gamma', '--', 'echo', 'via-kubeconfig-agent']);
+      expect(r.code, summary(r)).toBe(0);
+      expect(r.stdout.toString()).toBe('via-kubeconfig-agent\n');
+      const execs = requestsTo('/api/v1/namespaces/default/pods/gamma/exec').slice(execsBefore);
+      expect(execs.length).toBeGreaterThanOrEqual(1);
+      expect(execs.at(-1)!.headers.authorization).toBe('Bearer agent-sa-token');
+      expect(execs.at(-1)!.headers['impersonate-user']).toBe('admin');
+    } finally {
+      await second.kill();
+    }
   });
 
   async function fetchWithToken(path: string, token: string): Promise<{ status: number; body: string }> {
