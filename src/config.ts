@@ -274,7 +274,9 @@ export async function parseUpstream(flags: ServeFlags, presentProxyIdentity: boo
     const { KubeConfig } = await import('@kubernetes/client-node');
     const kc = new KubeConfig();
     try {
-      if (flags.inCluster) kc.loadFromCluster();
+      // KSP_IN_CLUSTER_PATH_PREFIX: a directory the service-account paths are looked up under
+      // (client-node's pathPrefix), for tests and chroots; unset in a pod.
+      if (flags.inCluster) kc.loadFromCluster(process.env.KSP_IN_CLUSTER_PATH_PREFIX ?? '');
       else kc.loadFromFile(flags.kubeconfig!);
     } catch (e) {
       throw new ConfigError(`${flags.inCluster ? '--in-cluster' : '--kubeconfig'}: ${(e as Error).message}`, { cause: e });

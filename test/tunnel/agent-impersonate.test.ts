@@ -7,7 +7,7 @@
  * authentication and a policy.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCa, createServerCert, type CertAndKey } from '../helpers/certs.js';
@@ -223,6 +223,35 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
       expect(execs.at(-1)!.headers['impersonate-user']).toBe('admin');
     } finally {
       await second.kill();
+    }
+  });
+
+  // Last too: it replaces the agent.
+  it('an agent run --in-cluster (service-account token and CA files, KUBERNETES_SERVICE_HOST/PORT) serves impersonated execs', async () => {
+    const root = join(fx.work, 'in-cluster-root');
+    const saDir = join(root, 'var/run/secrets/kubernetes.io/serviceaccount');
+    mkdirSync(saDir, { recursive: true });
+    writeFileSync(join(saDir, 'token'), 'agent-sa-token\n');
+    writeFileSync(join(saDir, 'ca.crt'), apiserverCa.cert);
+    writeFileSync(join(saDir, 'namespace'), 'kube-system');
+    const api = new URL(fx.clusters.secured!.url);
+    const agent = fx.startAgent('secured', {
+      upstream: null,
+      args: ['--access-as', 'impersonate', '--in-cluster'],
+      env: { ...process.env, KSP_IN_CLUSTER_PATH_PREFIX: root, KUBERNETES_SERVICE_HOST: api.hostname, KUBERNETES_SERVICE_PORT: api.port },
+    });
+    try {
+      await agent.waitForOutput(/tunnel established/, 20_000);
+      expect(agent.output()).toContain(`upstream https://${api.hostname}:${api.port}`);
+      const execsBefore = requestsTo('/api/v1/namespaces/default/pods/gamma/exec').length;
+      const r = await kubectl('admin', ['exec', 'gamma', '--', 'echo', 'via-in-cluster-agent']);
+      expect(r.code, summary(r)).toBe(0);
+      expect(r.stdout.toString()).toBe('via-in-cluster-agent\n');
+      const execs = requestsTo('/api/v1/namespaces/default/pods/gamma/exec').slice(execsBefore);
+      expect(execs.at(-1)!.headers.authorization).toBe('Bearer agent-sa-token');
+      expect(execs.at(-1)!.headers['impersonate-user']).toBe('admin');
+    } finally {
+      await agent.kill();
     }
   });
 

@@ -52,8 +52,8 @@ export interface AgentProcess {
  * Run the built CLI (`bin/kube-stream-proxy.js ARGS`) as a child process whose output is kept
  * (stdout + stderr) and can be waited on.
  */
-export function spawnCli(args: string[]): AgentProcess {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnCli(args: string[], env?: NodeJS.ProcessEnv): AgentProcess {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...(env ? { env } : {}) });
   let out = '';
   const listeners = new Set<() => void>();
   const onData = (c: Buffer): void => {
@@ -98,8 +98,10 @@ export function spawnCli(args: string[]): AgentProcess {
 export interface AgentStartOptions {
   /** The agent token (default: the cluster's). */
   token?: string;
-  /** `--upstream` (default: the cluster's URL). */
-  upstream?: string;
+  /** `--upstream` (default: the cluster's URL; null: no `--upstream` flag). */
+  upstream?: string | null;
+  /** The agent process's environment (default: the test's). */
+  env?: NodeJS.ProcessEnv;
   /** The proxies' agent listeners (`--proxy-url`, repeatable; default: the fixture's proxy). */
   proxyUrls?: string[];
   /** More flags (`--access-as impersonate --upstream-token-file …`). */
@@ -323,10 +325,9 @@ export async function startTunnelFixture(
       cluster,
       '--token-file',
       tokenPath,
-      '--upstream',
-      o.upstream ?? clusters[cluster]!.url,
+      ...(o.upstream === null ? [] : ['--upstream', o.upstream ?? clusters[cluster]!.url]),
       ...(o.args ?? []),
-    ]);
+    ], o.env);
     agents.add(agent);
     agent.exit.then(() => agents.delete(agent), () => {});
     return agent;
