@@ -34,6 +34,12 @@ export function relayTunnelStream(stream: ServerHttp2Stream, socket: Duplex, toS
   socket.once('close', () => {
     // Closed without a FIN we relayed (reset by the apiserver): reset the stream too.
     if (!socket.readableEnded && !stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+    // Nothing reads the stream any more: drain what still arrives (at least its END_STREAM), or the
+    // stream, closed by nghttp2 but with its readable side never ended, is never destroyed and a
+    // graceful close of the session (the agent's stop on SIGTERM) waits for it forever.
+    stream.unpipe();
+    toSocket?.destroy();
+    stream.resume();
   });
   return Promise.all([streamClosed, socketClosed]).then(() => undefined);
 }

@@ -85,6 +85,7 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('kube-stream-proxy demo --
   it('SIGTERM stops the demo (agents, proxy, clusters) with exit code 0', async () => {
     await demo.stop();
     expect(await demo.exit, demo.output()).toBe(0);
+    expect(demo.output()).not.toContain('agents did not finish closing');
   });
 });
 
