@@ -15,7 +15,7 @@ import { FORCE_SPDY_ENV, findKubectl, kubectlE2eSkipReason, kubectlEnv, runKubec
 import { sha256, sha256File } from '../helpers/hash.js';
 import { deterministicBytes, repeatedPatternDigest, writeDeterministicFile } from '../helpers/random-data.js';
 import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/http-fixture.js';
-import { startTmux } from '../helpers/tty.js';
+import { expectShellFollowsResize, startTmux } from '../helpers/tty.js';
 
 /** One acceptance client: a kubectl version plus the environment toggles it runs with. */
 interface Client {
@@ -157,18 +157,7 @@ export function describeSpdyKubectlMatrix(title: string, start: (podsDir: string
             cwd: work,
           });
           try {
-            const hasLine = (line: string) => (s: string) => s.split('\n').some((l) => l.trim() === line);
-            // $((6*7)) makes the expected line differ from the echoed command line.
-            const ping = (): Promise<void> => tty.sendLine('echo READY-$((6*7))');
-            await ping();
-            await tty.waitForScreen(hasLine('READY-42'), 30_000, { onPoll: ping, retryEveryMs: 3000 });
-            // Re-asking is polling: the size travels on kubectl's resize stream, asynchronously to stdin.
-            const size = (): Promise<void> => tty.sendLine('stty size');
-            await size();
-            await tty.waitForScreen(hasLine('30 100'), 15_000, { onPoll: size, retryEveryMs: 1000 });
-            await tty.resize(120, 40);
-            await size();
-            await tty.waitForScreen(hasLine('40 120'), 15_000, { onPoll: size, retryEveryMs: 1000 });
+            await expectShellFollowsResize(tty);
             await tty.sendLine('exit 0');
             expect(await tty.waitForExit(15_000)).toBe(0);
           } finally {

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { sha256, sha256File } from '../helpers/hash.js';
 import { findKubectl, kubectlE2eSkipReason, kubectlEnv, runKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
 import { deterministicBytes, repeatedPatternDigest, writeDeterministicFile } from '../helpers/random-data.js';
-import { startTmux } from '../helpers/tty.js';
+import { expectShellFollowsResize, startTmux } from '../helpers/tty.js';
 import { startTranslatorFixture, type TranslatorFixture } from '../translator/translator-fixture.js';
 
 interface Client {
@@ -136,17 +136,7 @@ describe.skipIf(skipReason !== undefined)('kubectl → proxy (WebSocket v5 trans
           cwd: fx.work,
         });
         try {
-          const hasLine = (line: string) => (s: string) => s.split('\n').some((l) => l.trim() === line);
-          const ping = (): Promise<void> => tty.sendLine('echo READY-$((6*7))');
-          await ping();
-          await tty.waitForScreen(hasLine('READY-42'), 30_000, { onPoll: ping, retryEveryMs: 3000 });
-          // The size travels on channel 4, asynchronously to stdin: re-asking is the synchronisation.
-          const size = (): Promise<void> => tty.sendLine('stty size');
-          await size();
-          await tty.waitForScreen(hasLine('30 100'), 15_000, { onPoll: size, retryEveryMs: 1000 });
-          await tty.resize(120, 40);
-          await size();
-          await tty.waitForScreen(hasLine('40 120'), 15_000, { onPoll: size, retryEveryMs: 1000 });
+          await expectShellFollowsResize(tty);
           await tty.sendLine('exit 0');
           expect(await tty.waitForExit(15_000)).toBe(0);
         } finally {

@@ -184,3 +184,27 @@ export async function startTmux(o: TmuxOptions): Promise<TmuxSession> {
   };
   return session;
 }
+
+/** A screen predicate: some line of the screen, trimmed, is exactly `line`. */
+export function hasLine(line: string): (screen: string) => boolean {
+  return (s) => s.split('\n').some((l) => l.trim() === line);
+}
+
+/**
+ * In a shell started in a 100×30 window (kubectl exec -it … sh): wait until the shell answers, see
+ * `stty size` print `30 100`, resize the window to 120×40 and see `stty size` print `40 120`. Rejects
+ * (with the last screen) when a step does not show within its time.
+ */
+export async function expectShellFollowsResize(tty: TmuxSession): Promise<void> {
+  // $((6*7)) makes the expected line differ from the echoed command line.
+  const ping = (): Promise<void> => tty.sendLine('echo READY-$((6*7))');
+  await ping();
+  await tty.waitForScreen(hasLine('READY-42'), 30_000, { onPoll: ping, retryEveryMs: 3000 });
+  // Re-asking is polling: the size travels on kubectl's resize stream, asynchronously to stdin.
+  const size = (): Promise<void> => tty.sendLine('stty size');
+  await size();
+  await tty.waitForScreen(hasLine('30 100'), 15_000, { onPoll: size, retryEveryMs: 1000 });
+  await tty.resize(120, 40);
+  await size();
+  await tty.waitForScreen(hasLine('40 120'), 15_000, { onPoll: size, retryEveryMs: 1000 });
+}

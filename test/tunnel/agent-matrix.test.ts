@@ -15,7 +15,7 @@ import { sha256File } from '../helpers/hash.js';
 import { startBytesServer, downloadDigest, type BytesServer } from '../helpers/http-fixture.js';
 import { findKubectl, kubectlE2eSkipReason, kubectlEnv, runKubectl, startKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
 import { writeDeterministicFile } from '../helpers/random-data.js';
-import { startTmux } from '../helpers/tty.js';
+import { expectShellFollowsResize, hasLine, startTmux } from '../helpers/tty.js';
 import { startTunnelFixture, type TunnelFixture } from './tunnel-fixture.js';
 
 const skipReason = kubectlE2eSkipReason();
@@ -85,18 +85,7 @@ describe.skipIf(skipReason !== undefined)('kubectl matrix through /clusters/NAME
           cwd: fx.work,
         });
         try {
-          const hasLine = (line: string) => (s: string) => s.split('\n').some((l) => l.trim() === line);
-          // $((6*7)) makes the expected line differ from the echoed command line; $0 names the pod's shell.
-          const ping = (): Promise<void> => tty.sendLine('echo READY-$((6*7))');
-          await ping();
-          await tty.waitForScreen(hasLine('READY-42'), 30_000, { onPoll: ping, retryEveryMs: 3000 });
-          // Re-asking is polling: the size travels on kubectl's resize stream, asynchronously to stdin.
-          const size = (): Promise<void> => tty.sendLine('stty size');
-          await size();
-          await tty.waitForScreen(hasLine('30 100'), 15_000, { onPoll: size, retryEveryMs: 1000 });
-          await tty.resize(120, 40);
-          await size();
-          await tty.waitForScreen(hasLine('40 120'), 15_000, { onPoll: size, retryEveryMs: 1000 });
+          await expectShellFollowsResize(tty);
           // The shell runs in this cluster's pod: its working directory is that pod's.
           await tty.sendLine('echo "POD=$(basename "$PWD")"');
           await tty.waitForScreen(hasLine(`POD=${POD[cluster]}`), 15_000);
