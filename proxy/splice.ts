@@ -7,6 +7,7 @@
 import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
+import { TurnCork } from '../src/turn-cork.js';
 import { ReadThrottle } from './bandwidth-limiter.js';
 import { NativeEnd, loadNativeSplice, type NativeSpliceAddon, type NativeSpliceHandle } from './splice-native.js';
 
@@ -114,20 +115,12 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
   const direction = (src: Duplex, dst: Duplex, count: (n: number) => void, side: SpliceEnd): void => {
     let dstFull = false;
     const throttle = options.maxBytesPerSec > 0 ? new ReadThrottle(src, options.maxBytesPerSec, () => !dstFull) : undefined;
-    // The chunks of all reads in one event-loop turn are corked and leave in one writev once the
-    // turn's I/O callbacks are done (one syscall and one wake-up of the peer instead of one per read).
-    let corked = false;
-    const flush = (): void => {
-      corked = false;
-      dst.uncork();
-    };
+    // The first read of an event-loop turn is written at once; the reads after it in the same turn
+    // are corked and leave in one writev once the turn's I/O callbacks are done (src/turn-cork.ts).
+    const turn = new TurnCork(dst);
     const onData = (chunk: Buffer): void => {
       count(chunk.length);
-      if (!corked && !dst.writableEnded) {
-        corked = true;
-        dst.cork();
-        setImmediate(flush);
-      }
+      turn.beforeWrite();
       dst.write(chunk);
       // Past MAX_QUEUED_BYTES the write above returned false (it is > highWaterMark), so 'drain' follows.
       if (dst.writableLength >= MAX_QUEUED_BYTES) {

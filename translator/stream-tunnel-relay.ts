@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
 import { ReadThrottle } from '../proxy/bandwidth-limiter.js';
 import { FLUSH_DEADLINE_MS } from '../proxy/splice.js';
+import { TurnCork } from '../src/turn-cork.js';
 
 /**
  * Pause the upstream once this many bytes wait in the WebSocket's send buffer. 1 MiB: a few dozen
@@ -44,8 +45,9 @@ export interface TunnelRelayOptions {
   /** Send-buffer level that resumes it (default TUNNEL_LOW_WATER_BYTES). */
   lowWaterBytes?: number;
   /**
-   * The client's socket under `ws`: corked for one event-loop turn so the messages of all the
-   * upstream reads in that turn leave in one writev (as the splice and the SPDY writer do).
+   * The client's socket under `ws`: the first message of an event-loop turn leaves at once, the
+   * messages of the upstream reads after it in that turn leave in one writev (src/turn-cork.ts, as
+   * the splice and the SPDY writer do).
    */
   clientSocket?: Duplex;
 }
@@ -93,18 +95,10 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
     if (!upThrottle?.throttled && ended === undefined) upstream.resume();
   };
   const clientSocket = options.clientSocket;
-  let corked = false;
-  const uncork = (): void => {
-    corked = false;
-    clientSocket?.uncork();
-  };
+  const turn = clientSocket ? new TurnCork(clientSocket) : undefined;
   const toClient = (chunk: Buffer): void => {
     bytes.toClient += chunk.length;
-    if (clientSocket && !corked && !clientSocket.writableEnded) {
-      corked = true;
-      clientSocket.cork();
-      setImmediate(uncork);
-    }
+    turn?.beforeWrite();
     ws.send(chunk, { binary: true }, onSent);
     if (ws.bufferedAmount >= high) {
       wsFull = true;

@@ -140,9 +140,11 @@ export function runTranslatorSession(
   const outboundThrottle = parts.maxBytesPerSec > 0 ? throttles[throttles.length - 1] : undefined;
   const onDrain = (): void => outbound.release('websocket');
   ws.on('drain', onDrain);
-  // Output chunks of one event-loop turn (the DATA pieces of every socket read the poll phase
-  // delivered) go out as one WebSocket message per channel run instead of one message (and one
-  // write syscall) per chunk. The channel message is a copy anyway, and the pieces are copied straight into it.
+  // The first output chunk of an event-loop turn goes out at once (an interactive echo is not held
+  // back behind the turn's other I/O callbacks: src/turn-cork.ts); the chunks after it in that turn
+  // (the DATA pieces of every socket read the poll phase delivered) go out as one WebSocket message
+  // per channel run instead of one message (and one write syscall) per chunk. The channel message is
+  // a copy anyway, and the pieces are copied straight into it.
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let pendingChannel: typeof Channel.Stdout | typeof Channel.Stderr = Channel.Stdout;
@@ -167,11 +169,12 @@ export function runTranslatorSession(
       pendingChannel = channel;
       pending.push(chunk);
       pendingBytes += chunk.length;
-      if (pendingBytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
-      else if (!flushScheduled) {
+      if (!flushScheduled) {
+        // The turn's first chunk: send it now, and batch what follows until the turn ends.
         flushScheduled = true;
         setImmediate(flushLater);
-      }
+        flushOutput();
+      } else if (pendingBytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
     });
     // Everything read before the end is sent before anyone learns of the end (the Status follows).
     stream.once('end', flushOutput);

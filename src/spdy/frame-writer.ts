@@ -2,6 +2,7 @@
  * Writes frames to the socket in production order and tells writers when the socket queue has room.
  */
 import type { Duplex } from 'node:stream';
+import { TurnCork } from '../turn-cork.js';
 import { encodeDataHeader, encodeFrame, type SpdyFrame } from './frame.js';
 
 function totalLength(bufs: readonly Buffer[]): number {
@@ -18,7 +19,7 @@ function totalLength(bufs: readonly Buffer[]): number {
 export class FrameWriter {
   private readonly waiters: ((err?: Error | null) => void)[] = [];
   private failure: Error | undefined;
-  private batching = false;
+  private readonly turn: TurnCork;
 
   /**
    * @param socket the connection socket.
@@ -29,7 +30,9 @@ export class FrameWriter {
     private readonly socket: Duplex,
     private readonly maxQueued: number,
     private readonly onDrop: (frame: SpdyFrame) => void,
-  ) {}
+  ) {
+    this.turn = new TurnCork(socket);
+  }
 
   /** Encodes and writes one frame now (DATA as header + payload in one corked write). */
   write(frame: SpdyFrame): void {
@@ -93,21 +96,14 @@ export class FrameWriter {
   }
 
   /**
-   * Frames produced in one event-loop turn (say, the chunks of all the reads a poll phase delivered)
-   * leave in one writev once the turn's I/O callbacks are done, not one syscall per frame. The
-   * order is unchanged: the socket's own queue keeps every write in sequence.
+   * The first frame of an event-loop turn leaves at once; the frames produced after it in the same
+   * turn (say, the chunks of all the reads a poll phase delivered) leave in one writev once the
+   * turn's I/O callbacks are done, not one syscall per frame (src/turn-cork.ts). The order is
+   * unchanged: the socket's own queue keeps every write in sequence.
    */
   private batch(): void {
-    if (this.batching) return;
-    this.batching = true;
-    this.socket.cork();
-    setImmediate(this.flush);
+    this.turn.beforeWrite();
   }
-
-  private readonly flush = (): void => {
-    this.batching = false;
-    this.socket.uncork();
-  };
 
   private readonly release = (): void => {
     while (this.waiters.length > 0 && this.socket.writableLength < this.maxQueued) this.waiters.shift()!();
