@@ -30,6 +30,14 @@ export interface ServerOptions {
   env?: Record<string, string>;
 }
 
+/**
+ * How long a server may take to print its ready line. A Node server starts in well under a second
+ * on a quiet machine; the bench's quick modes run inside `npm test`, where a 2-core machine at load
+ * 10–15 once took over 30 s to start the dev cluster, so the bound is generous:
+ * it only turns a server that never comes up into an error.
+ */
+export const SERVER_START_TIMEOUT_MS = 60_000;
+
 /** bin/kube-stream-proxy.js, found from dist/bench/ (compiled) or bench/ (source). */
 function cliPath(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
@@ -42,7 +50,7 @@ function cliPath(): string {
  * Run `kube-stream-proxy <args>` and resolve with the first `http(s)://…` URL printed on a line
  * matching `ready` (e.g. "dev cluster listening on http://127.0.0.1:NNNN").
  */
-export function startCli(args: string[], ready: RegExp, timeoutMs = 30_000, options: ServerOptions = {}): Promise<ServerProcess> {
+export function startCli(args: string[], ready: RegExp, timeoutMs = SERVER_START_TIMEOUT_MS, options: ServerOptions = {}): Promise<ServerProcess> {
   return startNodeScript(cliPath(), args, ready, timeoutMs, options);
 }
 
@@ -55,7 +63,7 @@ export function benchScriptPath(name: string): string {
  * Run `node <script> <args>` and resolve with the first `http(s)://…` URL printed on a line
  * matching `ready`.
  */
-export function startNodeScript(script: string, args: string[], ready: RegExp, timeoutMs = 30_000, options: ServerOptions = {}): Promise<ServerProcess> {
+export function startNodeScript(script: string, args: string[], ready: RegExp, timeoutMs = SERVER_START_TIMEOUT_MS, options: ServerOptions = {}): Promise<ServerProcess> {
   if (options.wrapper) timeoutMs = Math.max(timeoutMs, 600_000); // valgrind starts node ~50× slower
   const argv = [process.execPath, ...(options.nodeArgs ?? []), script, ...args];
   const [cmd, ...rest] = [...(options.wrapper ?? []), ...argv];
@@ -100,10 +108,10 @@ function stop(child: ChildProcess): Promise<void> {
 
 /** The dev cluster on a free loopback port. */
 export function startDevClusterProcess(options: ServerOptions = {}): Promise<ServerProcess> {
-  return startCli(['dev-cluster', '--listen', '127.0.0.1:0'], /^dev cluster listening on /, 30_000, options);
+  return startCli(['dev-cluster', '--listen', '127.0.0.1:0'], /^dev cluster listening on /, SERVER_START_TIMEOUT_MS, options);
 }
 
 /** The proxy on a free loopback port in front of `upstream`. */
 export function startProxyProcess(upstream: string, extraArgs: string[] = [], options: ServerOptions = {}): Promise<ServerProcess> {
-  return startCli(['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...extraArgs], /^kube-stream-proxy listening on /, 30_000, options);
+  return startCli(['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...extraArgs], /^kube-stream-proxy listening on /, SERVER_START_TIMEOUT_MS, options);
 }
