@@ -18,6 +18,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { EchoSession } from './echo.js';
 import { ensureNginx, startNginx } from './nginx.js';
+import { sampleTreeCpu } from './proc-cpu.js';
+import { startBareRelay } from './relays.js';
 import { startDevClusterProcess, startProxyProcess, type ServerProcess } from './servers.js';
 import { openSpdyExec } from './spdy-client.js';
 import { openWsExec } from './ws-client.js';
@@ -45,6 +47,11 @@ interface LatencyServers {
   translation: ServerProcess;
   /** Started only when a path needs it (bench/nginx.ts). */
   nginx?: ServerProcess;
+  /** The bare Node relay (bench/bare-relay.ts), only when a path needs it. */
+  bare?: ServerProcess;
+  /** The proxies again with `KSP_WRITE_FIRST=0` (the old per-turn batching), only when a path needs them. */
+  passthroughBatched?: ServerProcess;
+  translationBatched?: ServerProcess;
 }
 
 export const LATENCY_DIRECT: LatencyPath = { key: 'direct', name: 'direct (dev cluster, SPDY)', server: 'cluster', client: 'spdy' };
@@ -55,6 +62,16 @@ export const LATENCY_PATHS: LatencyPath[] = [
 ];
 /** nginx as a plain passthrough (bench/nginx.ts) in front of the same dev cluster; not in the default set. */
 export const LATENCY_NGINX: LatencyPath = { key: 'nginx', name: 'nginx passthrough (SPDY)', server: 'nginx', client: 'spdy' };
+/** The bare Node relay (`net` + `pipe()`, bench/bare-relay.ts): the floor for any Node program on this path. */
+export const LATENCY_BARE: LatencyPath = { key: 'bare', name: 'bare Node relay (net + pipe())', server: 'bare', client: 'spdy' };
+/**
+ * The proxy with `KSP_WRITE_FIRST=0`: every write of an event-loop turn, the first one included, is
+ * corked until the turn ends (the batching before src/turn-cork.ts), for a same-run before/after.
+ */
+export const LATENCY_BATCHED: LatencyPath[] = [
+  { key: 'passthrough-batched', name: 'proxy passthrough (SPDY), old batching (KSP_WRITE_FIRST=0)', server: 'passthroughBatched', client: 'spdy' },
+  { key: 'translation-batched', name: 'proxy translation (WS v5 → SPDY), old batching (KSP_WRITE_FIRST=0)', server: 'translationBatched', client: 'ws' },
+];
 
 const GATES_OFF = 'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false';
 const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
@@ -70,10 +87,17 @@ export interface LatencyOptions {
   payloadBytes: number;
   /** Unmeasured round trips per session before measuring (JIT, socket buffers). */
   warmup: number;
+  /**
+   * Rounds of the concurrent echo row: round 1 runs it on every path, then round 2, … (interleaved,
+   * so a change in the machine's load hits every path alike). Its row reports, per percentile, the
+   * median over rounds of that round's value, and "added" the median of the per-round differences
+   * to the same round's direct row.
+   */
+  rounds: number;
 }
 
-export const LATENCY_FULL: LatencyOptions = { roundTrips: 2_000, concurrency: 100, handshakes: 200, payloadBytes: 16, warmup: 50 };
-export const LATENCY_QUICK: LatencyOptions = { roundTrips: 200, concurrency: 10, handshakes: 50, payloadBytes: 16, warmup: 10 };
+export const LATENCY_FULL: LatencyOptions = { roundTrips: 2_000, concurrency: 100, handshakes: 200, payloadBytes: 16, warmup: 50, rounds: 3 };
+export const LATENCY_QUICK: LatencyOptions = { roundTrips: 200, concurrency: 10, handshakes: 50, payloadBytes: 16, warmup: 10, rounds: 1 };
 
 /** Percentiles in milliseconds. */
 export interface Percentiles {
@@ -93,6 +117,15 @@ export interface LatencyRow {
   latency: Percentiles;
   /** This row − the direct row with the same measurement and sessions (ms); undefined on the direct row. */
   added?: Percentiles;
+  /** Rounds the row's figures are the median of (the concurrent echo row; 1 otherwise). */
+  rounds?: number;
+  /**
+   * Concurrent echo row: CPU time of the relay's process tree (utime+stime from /proc, bench/proc-cpu.ts)
+   * per round trip, in microseconds (median over rounds); undefined on the direct row.
+   */
+  relayCpuUsPerRoundTrip?: number;
+  /** Each round's p99 (ms), for the record. */
+  p99ByRound?: number[];
 }
 
 /** Nearest-rank percentile of sorted `xs` (monotone in p). */
@@ -139,8 +172,17 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
   }
 }
 
-/** `sessions` concurrent sessions, each doing its own round trips; all sessions open before any measures. */
-async function measureEcho(path: LatencyPath, servers: LatencyServers, sessions: number, o: LatencyOptions): Promise<number[]> {
+/**
+ * `sessions` concurrent sessions, each doing its own round trips; all sessions open before any
+ * measures. `relayPid` (the relay's process) is sampled from /proc around the measured loops.
+ */
+async function measureEcho(
+  path: LatencyPath,
+  servers: LatencyServers,
+  sessions: number,
+  o: LatencyOptions,
+  relayPid?: number,
+): Promise<{ samples: number[]; relayCpuSeconds?: number }> {
   const opened = await Promise.allSettled(Array.from({ length: sessions }, () => openSession(path, servers)));
   const live = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   try {
@@ -148,11 +190,20 @@ async function measureEcho(path: LatencyPath, servers: LatencyServers, sessions:
     if (failed) throw failed.reason;
     const samples: number[] = [];
     const budget = 60_000 + o.roundTrips * sessions * 2;
+    const before = relayPid !== undefined ? sampleTreeCpu(relayPid) : undefined;
     await withTimeout(Promise.all(live.map((s) => echoLoop(s, o, samples))), budget, `${path.name} echo x${sessions}`);
-    return samples;
+    const after = relayPid !== undefined ? sampleTreeCpu(relayPid) : undefined;
+    return before && after ? { samples, relayCpuSeconds: after.seconds - before.seconds } : { samples };
   } finally {
     await Promise.all(live.map((s) => s.close()));
   }
+}
+
+/** Median of `xs` (the lower middle for an even count). */
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) throw new Error('median of nothing');
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor((s.length - 1) / 2)]!;
 }
 
 /** One session at a time: handshake time and time to the first echo, then close it. */
@@ -200,6 +251,19 @@ export async function runLatencyBenchmarks(
     ]);
     started.push(passthrough, translation);
     const servers: LatencyServers = { cluster, passthrough, translation };
+    if (paths.some((p) => p.server === 'bare')) {
+      servers.bare = await startBareRelay(cluster.url);
+      started.push(servers.bare);
+    }
+    const batchedEnv = { env: { KSP_WRITE_FIRST: '0' } };
+    if (paths.some((p) => p.server === 'passthroughBatched')) {
+      servers.passthroughBatched = await startProxyProcess(cluster.url, ['--feature-gates', GATES_OFF], batchedEnv);
+      started.push(servers.passthroughBatched);
+    }
+    if (paths.some((p) => p.server === 'translationBatched')) {
+      servers.translationBatched = await startProxyProcess(cluster.url, ['--feature-gates', GATES_ON], batchedEnv);
+      started.push(servers.translationBatched);
+    }
     if (nginxBin) {
       const dir = mkdtempSync(join(tmpdir(), 'ksp-bench-nginx-'));
       const nginx = await startNginx(nginxBin, cluster.url, dir);
@@ -213,18 +277,57 @@ export async function runLatencyBenchmarks(
       log(`${path.name} ${measurement} x${sessions}: p50 ${l.p50.toFixed(3)} ms, p99 ${l.p99.toFixed(3)} ms, p999 ${l.p999.toFixed(3)} ms (${samples.length} samples)`);
     };
     for (const path of paths) {
-      // One session first (a warm-up for the path), then the concurrent row, then handshakes.
-      push(path, 'echo', 1, await measureEcho(path, servers, 1, o));
-      if (o.concurrency > 1) push(path, 'echo', o.concurrency, await measureEcho(path, servers, o.concurrency, o));
+      // One session first (a warm-up for the path), then handshakes.
+      push(path, 'echo', 1, (await measureEcho(path, servers, 1, o)).samples);
       const h = await measureHandshakes(path, servers, o);
       push(path, 'handshake', 1, h.handshake);
       push(path, 'first-echo', 1, h.firstEcho);
+    }
+    // The concurrent echo row, interleaved: every path once per round.
+    if (o.concurrency > 1) {
+      const byPath = new Map<string, Array<{ latency: Percentiles; samples: number; cpu?: number }>>();
+      for (let round = 1; round <= o.rounds; round++) {
+        for (const path of paths) {
+          const relayPid = path.server === 'cluster' ? undefined : servers[path.server]?.pid;
+          const m = await measureEcho(path, servers, o.concurrency, o, relayPid);
+          const latency = percentiles(m.samples);
+          const cpu = m.relayCpuSeconds !== undefined ? (m.relayCpuSeconds * 1e6) / m.samples.length : undefined;
+          log(
+            `round ${round}: ${path.name} echo x${o.concurrency}: p50 ${latency.p50.toFixed(3)} ms, p99 ${latency.p99.toFixed(3)} ms` +
+              (cpu !== undefined ? `, relay CPU ${cpu.toFixed(1)} µs per round trip` : ''),
+          );
+          const list = byPath.get(path.name) ?? [];
+          list.push({ latency, samples: m.samples.length, ...(cpu !== undefined ? { cpu } : {}) });
+          byPath.set(path.name, list);
+        }
+      }
+      const direct = byPath.get(LATENCY_DIRECT.name);
+      for (const path of paths) {
+        const list = byPath.get(path.name)!;
+        const pick = (f: (p: Percentiles) => number): number => median(list.map((r) => f(r.latency)));
+        const row: LatencyRow = {
+          path: path.name,
+          measurement: 'echo',
+          sessions: o.concurrency,
+          samples: list.reduce((n, r) => n + r.samples, 0),
+          latency: { p50: pick((p) => p.p50), p99: pick((p) => p.p99), p999: pick((p) => p.p999) },
+          rounds: list.length,
+          p99ByRound: list.map((r) => r.latency.p99),
+        };
+        const cpus = list.flatMap((r) => (r.cpu !== undefined ? [r.cpu] : []));
+        if (cpus.length > 0) row.relayCpuUsPerRoundTrip = median(cpus);
+        if (direct && path.name !== LATENCY_DIRECT.name) {
+          const diff = (f: (p: Percentiles) => number): number => median(list.map((r, i) => f(r.latency) - f(direct[i]!.latency)));
+          row.added = { p50: diff((p) => p.p50), p99: diff((p) => p.p99), p999: diff((p) => p.p999) };
+        }
+        rows.push(row);
+      }
     }
   } finally {
     for (const s of started.reverse()) await s.close();
   }
   for (const row of rows) {
-    if (row.path === LATENCY_DIRECT.name) continue;
+    if (row.path === LATENCY_DIRECT.name || row.added) continue;
     const base = rows.find((b) => b.path === LATENCY_DIRECT.name && b.measurement === row.measurement && b.sessions === row.sessions);
     if (base) {
       row.added = {
@@ -257,10 +360,24 @@ function cells(rows: LatencyRow[]): string[][] {
     r.added ? signed(r.added.p50) : '—',
     r.added ? signed(r.added.p99) : '—',
     r.added ? signed(r.added.p999) : '—',
+    r.relayCpuUsPerRoundTrip !== undefined ? r.relayCpuUsPerRoundTrip.toFixed(1) : '—',
+    r.p99ByRound && r.p99ByRound.length > 1 ? r.p99ByRound.map(fmt).join(', ') : '—',
   ]);
 }
 
-const HEADER = ['path', 'measurement', 'samples', 'p50 ms', 'p99 ms', 'p999 ms', 'added p50', 'added p99', 'added p999'];
+const HEADER = [
+  'path',
+  'measurement',
+  'samples',
+  'p50 ms',
+  'p99 ms',
+  'p999 ms',
+  'added p50',
+  'added p99',
+  'added p999',
+  'relay CPU µs / round trip',
+  'p99 each round',
+];
 
 /** Plain-text table for the console. */
 export function latencyTextTable(rows: LatencyRow[]): string {

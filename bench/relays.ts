@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { canConnect, freePort } from './nginx.js';
-import { benchScriptPath, startNodeScript, type ServerOptions, type ServerProcess } from './servers.js';
+import { SERVER_START_TIMEOUT_MS, benchScriptPath, startNodeScript, type ServerOptions, type ServerProcess } from './servers.js';
 
 /** haproxy.cfg: one thread (like nginx's one worker and the proxy's one event loop), HTTP mode, splice. */
 export function haproxyConfig(o: { port: number; upstream: URL }): string {
@@ -86,5 +86,5 @@ export async function startSocat(bin: string, upstream: string): Promise<ServerP
 
 /** The bare Node relay (bench/bare-relay.ts, compiled) in front of `upstream`. */
 export function startBareRelay(upstream: string, options: ServerOptions = {}): Promise<ServerProcess> {
-  return startNodeScript(benchScriptPath('bare-relay'), [upstream], /^bare relay listening on /, 30_000, options);
+  return startNodeScript(benchScriptPath('bare-relay'), [upstream], /^bare relay listening on /, SERVER_START_TIMEOUT_MS, options);
 }

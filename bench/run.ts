@@ -6,7 +6,10 @@
  *             the commentary below the marker line is kept
  *   --latency run the latency benchmarks (bench/latency.ts) instead of the throughput ones and print
  *             their table (with --quick: 200 round trips, 10 concurrent sessions, 50 handshakes);
- *             not combinable with --write (the page holds the throughput table only)
+ *             the concurrent echo row runs --runs interleaved rounds (default 3; quick 1) and carries
+ *             the relay's CPU per round trip; --paths takes direct,passthrough,translation,nginx,bare and
+ *             passthrough-batched,translation-batched (the proxy with KSP_WRITE_FIRST=0, the per-turn
+ *             batching before src/turn-cork.ts); not combinable with --write
  *   --slow-reader run the slow-reader memory benchmark (bench/slow-reader.ts: 1 GiB of exec stdout, a 10 s
  *             stall; with --quick 64 MiB, 2 s) and print its table; not combinable with --write
  *   --tunnel-load  run the load through one agent tunnel (bench/tunnel-load.ts: on each of two proxy +
@@ -43,7 +46,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { FULL, PATHS, QUICK, pathsByKey, runBenchmarks, type BenchPath, type Measurement } from './harness.js';
 import { IDLE_PATHS, idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
-import { LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
+import { LATENCY_BARE, LATENCY_BATCHED, LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
 import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
@@ -134,10 +137,17 @@ async function main(): Promise<void> {
     if (values.write) throw new Error('--latency cannot be combined with --write: the latency table is printed only');
     const machine = machineInfo();
     console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}\n`);
-    const all = [...LATENCY_PATHS, LATENCY_NGINX];
-    const paths = pathKeys ? all.filter((p) => pathKeys.includes(p.key)) : all;
-    if (pathKeys) pathsByKey(pathKeys); // reject unknown keys
-    const rows = await runLatencyBenchmarks({ quick: values.quick, paths, install, log: (l) => console.log(l) });
+    const all = [...LATENCY_PATHS, LATENCY_NGINX, LATENCY_BARE, ...LATENCY_BATCHED];
+    const paths = pathKeys ? all.filter((p) => pathKeys.includes(p.key)) : [...LATENCY_PATHS, LATENCY_NGINX];
+    const unknown = pathKeys?.filter((k) => !all.some((p) => p.key === k)) ?? [];
+    if (unknown.length > 0) throw new Error(`--paths with --latency: unknown ${unknown.join(', ')} (want ${all.map((p) => p.key).join(', ')})`);
+    const rows = await runLatencyBenchmarks({
+      quick: values.quick,
+      paths,
+      install,
+      log: (l) => console.log(l),
+      ...(values.runs ? { rounds: positiveInt('--runs', values.runs) } : {}),
+    });
     console.log('\n' + latencyTextTable(rows));
     return;
   }

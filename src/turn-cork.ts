@@ -19,6 +19,12 @@ export interface Corkable {
   readonly writableEnded: boolean;
 }
 
+/**
+ * `KSP_WRITE_FIRST=0` restores the old batching (the first write of a turn is corked too), for the
+ * benchmark's same-run before/after (`npm run bench -- --latency --paths …,passthrough-batched`).
+ */
+const WRITE_FIRST = process.env.KSP_WRITE_FIRST !== '0';
+
 /** Idle: nothing written this turn. Open: the turn's first write left at once. Corked: later ones wait. */
 const IDLE = 0;
 const OPEN = 1;
@@ -42,6 +48,9 @@ export class TurnCork {
     if (this.#state === IDLE) {
       this.#state = OPEN;
       setImmediate(this.#endTurn);
+      if (WRITE_FIRST || this.#dest.writableEnded) return;
+      this.#state = CORKED;
+      this.#dest.cork();
     } else if (this.#state === OPEN && !this.#dest.writableEnded) {
       this.#state = CORKED;
       this.#dest.cork();
