@@ -14,6 +14,15 @@ export type SpdyHeaders = Record<string, string[]>;
 /** Headers to send; names are lowercased by the encoder, arrays become NUL-joined values. */
 export type SpdyHeadersInit = Record<string, string | number | readonly string[]>;
 
+/** An empty header block, shared (frozen): what a Kubernetes SYN_REPLY carries. */
+export const NO_HEADERS: SpdyHeaders = Object.freeze(Object.create(null) as SpdyHeaders);
+
+/** True when `h` has no header. */
+export function isEmptyHeaders(h: SpdyHeaders): boolean {
+  for (const _ in h) return false;
+  return true;
+}
+
 /** Largest decompressed header block accepted (bytes). */
 export const MAX_HEADER_BLOCK_BYTES = 1024 * 1024;
 
