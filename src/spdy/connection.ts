@@ -79,7 +79,8 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   private readonly intake: FrameIntake;
   private readonly streams = new Map<number, SpdyStream>();
   private readonly pendingOpens = new Map<number, PendingOpen>();
-  private readonly recent = new Map<number, 'reset' | 'done'>();
+  /** Streams closed lately (created with the first close: an idle connection has none). */
+  private recent: Map<number, 'reset' | 'done'> | undefined;
   private nextStreamId: number;
   private lastPeerStreamId = 0;
   private goAwaySent = false;
@@ -423,7 +424,7 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   }
 
   private unknownStream(id: number, what: string): void {
-    const recent = this.recent.get(id);
+    const recent = this.recent?.get(id);
     if (recent === 'reset') {
       this.log.debug?.(`spdy: dropping ${what} for reset stream ${id}`);
       return;
@@ -484,8 +485,9 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   }
 
   private remember(id: number, how: 'reset' | 'done'): void {
-    this.recent.set(id, how);
-    if (this.recent.size > RECENT_LIMIT) this.recent.delete(this.recent.keys().next().value!);
+    const recent = (this.recent ??= new Map());
+    recent.set(id, how);
+    if (recent.size > RECENT_LIMIT) recent.delete(recent.keys().next().value!);
   }
 
   private stopPinging(err: Error): void {
