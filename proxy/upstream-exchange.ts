@@ -47,7 +47,9 @@ export async function exchangeUpgradeHead(o: UpgradeExchange): Promise<UpgradeEx
     upstreamSocket = await o.upstream.dial(controller.signal);
     // Errors are also observed by the head reader and later by the relay; this keeps a late reset
     // from becoming an uncaught 'error'.
-    upstreamSocket.on('error', () => {});
+    // A shared no-op: a closure here would keep this call's scope (its AbortController, the request
+    // options and header lines) alive as long as the socket (docs/benchmarks.md, "Idle sessions").
+    upstreamSocket.on('error', ignoreError);
     upstreamSocket.write(requestBytes);
     const response = await readResponseHead(upstreamSocket, controller.signal, o.maxHeadBytes);
     if (o.clientSocket.destroyed) {
@@ -63,3 +65,6 @@ export async function exchangeUpgradeHead(o: UpgradeExchange): Promise<UpgradeEx
     o.clientSocket.off('close', onClientGone);
   }
 }
+
+/** The upstream socket's 'error' listener of last resort (errors are handled where they matter). */
+function ignoreError(): void {}

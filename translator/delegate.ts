@@ -4,6 +4,8 @@
  * Before the hijack, a bad query is answered as a plain HTTP Status (a failed handshake to a
  * WebSocket client, which makes kubectl retry over SPDY).
  */
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { clientInfo, type HandlerDeps } from '../handlers/handler-deps.js';
 import type { PodParams, UpgradeDelegate } from '../handlers/pod-subresource.js';
@@ -58,6 +60,20 @@ export function translatorSessionEnd(r: TranslatorResult): SessionEnd {
   return end;
 }
 
+/**
+ * Record the end of an upgraded session. Its own function, so the callback's closure holds the
+ * logger and the session only, not the request and reply of the `serve` call.
+ */
+function whenTranslatedSessionEnds(done: Promise<TranslatorResult>, handler: HandlerLabel, deps: HandlerDeps, log: FastifyRequest['log'], session: StreamingSession): void {
+  void done.then((r) => {
+    deps.metrics.addUpgradedConnections(handler, -1);
+    deps.metrics.addUpgradedBytes('to_upstream', r.bytes.toUpstream);
+    deps.metrics.addUpgradedBytes('to_client', r.bytes.toClient);
+    log.info({ handler, code: r.code, ...r.bytes }, 'translated connection closed');
+    session.end(translatorSessionEnd(r));
+  });
+}
+
 /** The delegate for `pods/exec` or `pods/attach`. */
 export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'attach')): UpgradeDelegate {
   return {
@@ -104,15 +120,14 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
       }
       deps.metrics.incUpgradeRequest(handler, 101);
       deps.metrics.addUpgradedConnections(handler, 1);
+      // The socket is the WebSocket's now: the ServerResponse the upgrade was routed with (and with it
+      // the IncomingMessage, Fastify's request and reply and their listeners) need not live as long as
+      // the session does (docs/benchmarks.md, "Idle sessions").
+      const res = reply.raw as ServerResponse & { socket: unknown };
+      if (res.socket === upgrade.socket) res.detachSocket(upgrade.socket as Socket);
       session.established(() => handle.stop(new ShuttingDownError()), StreamProtocolV5Name);
       request.log.info({ handler, translated: true }, 'translated connection started');
-      void handle.done.then((r) => {
-        deps.metrics.addUpgradedConnections(handler, -1);
-        deps.metrics.addUpgradedBytes('to_upstream', r.bytes.toUpstream);
-        deps.metrics.addUpgradedBytes('to_client', r.bytes.toClient);
-        request.log.info({ handler, code: r.code, ...r.bytes }, 'translated connection closed');
-        session.end(translatorSessionEnd(r));
-      });
+      whenTranslatedSessionEnds(handle.done, handler, deps, request.log, session);
     },
   };
 }

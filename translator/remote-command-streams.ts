@@ -20,6 +20,20 @@ export interface RemoteCommandStreams {
   resize?: SpdyStream;
 }
 
+type RemoteCommandStreamType = keyof RemoteCommandStreams;
+
+/**
+ * The SYN_STREAM headers of each stream type, shared by every session: a stream keeps the headers it
+ * was opened with (src/spdy/stream.ts), so an idle session holds no copy of its own.
+ */
+const STREAM_HEADERS: Readonly<Record<RemoteCommandStreamType, Readonly<{ streamtype: string }>>> = Object.freeze({
+  error: Object.freeze({ streamtype: 'error' }),
+  stdin: Object.freeze({ streamtype: 'stdin' }),
+  stdout: Object.freeze({ streamtype: 'stdout' }),
+  stderr: Object.freeze({ streamtype: 'stderr' }),
+  resize: Object.freeze({ streamtype: 'resize' }),
+});
+
 /** True when `protocol` has a resize stream (v3 and later). */
 export function protocolHasResize(protocol: string): boolean {
   return protocol !== StreamProtocolV1Name && protocol !== StreamProtocolV2Name;
@@ -35,7 +49,7 @@ export async function openRemoteCommandStreams(
   options: RemoteCommandOptions,
   timeoutMs: number = DEFAULT_OPEN_TIMEOUT_MS,
 ): Promise<RemoteCommandStreams> {
-  const open = (type: string): Promise<SpdyStream> => connection.openStream({ streamtype: type }, { timeoutMs });
+  const open = (type: RemoteCommandStreamType): Promise<SpdyStream> => connection.openStream(STREAM_HEADERS[type], { timeoutMs });
   const streams: RemoteCommandStreams = { error: await open('error') };
   if (options.stdin) streams.stdin = await open('stdin');
   if (options.stdout) streams.stdout = await open('stdout');

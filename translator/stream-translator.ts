@@ -38,6 +38,7 @@ import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '
 import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../src/stream-protocol.js';
 import { routeOf, type Route } from '../src/routing/route.js';
 import { openUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS, type UpstreamSpdyOpening } from '../src/upstream-spdy.js';
+import type { SpdyConnection } from '../src/spdy/index.js';
 import type { RemoteCommandOutcome } from './error-stream.js';
 import type { RemoteCommandOptions } from './remote-command-options.js';
 import { openRemoteCommandStreams, type RemoteCommandStreams } from './remote-command-streams.js';
@@ -164,7 +165,7 @@ export class StreamTranslatorProxy {
       responseTimeoutMs: o.responseTimeoutMs,
       pingIntervalMs: o.pingIntervalMs ?? UPSTREAM_SPDY_PING_INTERVAL_MS,
       clientSocket: t.socket,
-      logger: { warn: (msg: string) => t.log.warn({}, msg) },
+      logger: spdyLoggerOf(t.log),
     });
     if (opening.kind === 'client-gone') return opening;
     if (opening.kind === 'refused') {
@@ -180,9 +181,11 @@ export class StreamTranslatorProxy {
       o.metrics.incStreamTranslatorRequest(400);
       return upgraded;
     }
-    const bytes: SessionBytes = { toUpstream: 0, toClient: 0 };
-    const abort = new AbortController();
-    return { kind: 'upgraded', done: this.#run(t, upgraded.ws, bytes, abort, opening), stop: (reason: Error) => abort.abort(reason) };
+    // The running session keeps only what it uses: not the request, its socket and head (ws owns the
+    // socket now), nor the upstream's 101 head (docs/benchmarks.md, "Idle sessions").
+    const upstream: UpstreamLeg = opening.kind === 'upgraded' ? { connection: opening.session.connection, protocol: opening.session.protocol } : { error: opening.error };
+    const stopper = new SessionStopper();
+    return { kind: 'upgraded', done: this.#run(t.options, t.log, upgraded.ws, upstream, stopper), stop: (reason: Error) => stopper.stop(reason) };
   }
 
   /**
@@ -204,18 +207,19 @@ export class StreamTranslatorProxy {
   }
 
   async #run(
-    t: TranslateRequest,
+    options: RemoteCommandOptions,
+    log: TranslateRequest['log'],
     rawWs: WebSocket,
-    bytes: SessionBytes,
-    abort: AbortController,
-    opening: Extract<UpstreamSpdyOpening, { kind: 'upgraded' | 'failed' }>,
+    upstream: UpstreamLeg,
+    stopper: SessionStopper,
   ): Promise<TranslatorResult> {
     const o = this.#options;
+    const bytes: SessionBytes = { toUpstream: 0, toClient: 0 };
     const ws = new ChannelWebSocket(rawWs, {
       ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
       ...(o.finishDeadlineMs !== undefined ? { finishDeadlineMs: o.finishDeadlineMs } : {}),
     });
-    ws.sendInitialFrame(t.options.stdout, t.options.stderr);
+    ws.sendInitialFrame(options.stdout, options.stderr);
     // Nothing is read from the client until the upstream streams exist; what was already read waits here.
     ws.pauseInbound('upstream');
     const backlog: InboundMessage[] = [];
@@ -233,50 +237,50 @@ export class StreamTranslatorProxy {
       }
       return result;
     };
-    const clientEnded = (why: NonNullable<TranslatorResult['clientEnd']>, err: Error): void => {
-      if (abort.signal.aborted) return;
-      clientEnd = why;
-      abort.abort(err);
-    };
-    ws.once('protocol-error', (err: Error) => {
-      t.log.warn({ err }, 'malformed v5 CLOSE message; connection dropped');
+    // Each of these is handled once (the stopper also ignores all but the first reason): plain
+    // listeners with a guard, no `once` wrappers.
+    let protocolError = false;
+    ws.on('protocol-error', (err: Error) => {
+      if (protocolError) return;
+      protocolError = true;
+      log.warn({ err }, 'malformed v5 CLOSE message; connection dropped');
       clientEnd ??= 'protocol_error';
       settle(internalErrorStatus(err.message), 500, err);
-      abort.abort(err);
+      stopper.stop(err);
     });
-    ws.once('idle', () => {
-      t.log.info({}, 'translated session idle timeout');
-      clientEnded('idle_timeout', new Error('stream idle timeout'));
+    ws.on('idle', () => {
+      if (stopper.stopped) return;
+      log.info({}, 'translated session idle timeout');
+      clientEnd = 'idle_timeout';
+      stopper.stop(new Error('stream idle timeout'));
     });
-    ws.once('close', () => clientEnded('client_gone', new Error('client closed the connection')));
+    ws.on('close', () => {
+      if (stopper.stopped) return;
+      clientEnd = 'client_gone';
+      stopper.stop(new Error('client closed the connection'));
+    });
 
-    let connection: import('../src/spdy/index.js').SpdyConnection | undefined;
+    let connection: SpdyConnection | undefined;
     let outcome: { status: V1Status; code: number };
     let failure: unknown;
     let streams: RemoteCommandStreams | undefined;
     try {
       // An upstream failure before the upgrade (dial, timeout, bad 101) is reported here, on channel 3.
-      if (opening.kind === 'failed') throw opening.error;
-      const session = opening.session;
-      connection = session.connection;
-      const conn = connection;
+      if (!('connection' in upstream)) throw upstream.error;
+      connection = upstream.connection;
       // The client leaving (or the idle timeout) ends the session at any point. The upstream closing
       // its connection does not by itself: after writing the status it does exactly that, possibly
       // while our stdout still holds data; the streams tell whether they were complete.
-      const aborted = new Promise<never>((_, reject) => {
-        if (abort.signal.aborted) reject(abort.signal.reason);
-        abort.signal.addEventListener('abort', () => reject(abort.signal.reason), { once: true });
-      });
-      aborted.catch(() => {});
-      streams = await Promise.race([openRemoteCommandStreams(conn, session.protocol, t.options), aborted]);
+      streams = await stopper.race(openRemoteCommandStreams(connection, upstream.protocol, options));
       ws.off('message', queue);
       const running = runTranslatorSession(
-        { ws, connection: conn, protocol: session.protocol, streams, options: t.options, maxBytesPerSec: o.maxBytesPerSec, log: t.log },
+        { ws, connection, protocol: upstream.protocol, streams, options, maxBytesPerSec: o.maxBytesPerSec, log },
         backlog,
         bytes,
       );
+      backlog.length = 0;
       ws.resumeInbound('upstream');
-      outcome = statusOf(await Promise.race([running, aborted]));
+      outcome = statusOf(await stopper.race(running));
     } catch (e) {
       ws.off('message', queue);
       failure = e;
@@ -299,6 +303,62 @@ export class StreamTranslatorProxy {
     connection?.destroy();
     return result!;
   }
+}
+
+/** The upstream side of an upgraded session: the SPDY connection, or why there is none. */
+type UpstreamLeg = { connection: SpdyConnection; protocol: string } | { error: unknown };
+
+/**
+ * How a session is stopped (the client left, went idle or broke the protocol; shutdown): the first
+ * reason wins, and what the session awaits rejects with it. Replaces an AbortController (~1 KiB
+ * with its signal's listener maps, per idle session) and a per-session "aborted" promise: at most
+ * one waiter is registered at a time.
+ */
+class SessionStopper {
+  #reason: unknown;
+  #stopped = false;
+  #waiter: ((reason: unknown) => void) | undefined;
+
+  /** True once {@link stop} ran. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** Stop with `reason` (later calls are ignored). */
+  stop(reason: unknown): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#reason = reason;
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.(reason);
+  }
+
+  /** `p`'s result, or a rejection with the stop reason if stopped first (or already). */
+  race<T>(p: Promise<T>): Promise<T> {
+    if (this.#stopped) {
+      p.catch(() => {});
+      return Promise.reject(this.#reason);
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.#waiter = reject;
+      p.then(
+        (v) => {
+          this.#waiter = undefined;
+          resolve(v);
+        },
+        (e: unknown) => {
+          this.#waiter = undefined;
+          reject(e);
+        },
+      );
+    });
+  }
+}
+
+/** The SPDY connection's logger: a closure over the request's logger only (not the translate call). */
+function spdyLoggerOf(log: TranslateRequest['log']): { warn(msg: string): void } {
+  return { warn: (msg: string) => log.warn({}, msg) };
 }
 
 /** How long the upstream connection may take to flush our last frames (GOAWAY, resets) and end. */

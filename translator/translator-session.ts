@@ -76,8 +76,9 @@ export function runTranslatorSession(
   const inboundThrottle = throttles[0];
   stdin?.on('error', (err: Error) => log.debug({ err }, 'upstream stdin stream error'));
   const resize = options.tty ? streams.resize : undefined;
-  resize?.on('error', () => {});
-  const sizes = new TerminalSizeDecoder();
+  resize?.on('error', ignore);
+  // Created with the first resize message: an idle session never needs it.
+  let sizes: TerminalSizeDecoder | undefined;
   let resizeDead = false;
 
   /** One stdin message (a buffer, or the pieces it arrived in) as one DATA frame. */
@@ -120,7 +121,7 @@ export function runTranslatorSession(
       // Never blocks: without tty (or a resize stream) the input is dropped.
       if (!resize || resizeDead || !resize.writable) return;
       try {
-        for (const size of sizes.push(m.payload)) resize.write(JSON.stringify({ Width: size.width, Height: size.height }));
+        for (const size of (sizes ??= new TerminalSizeDecoder()).push(m.payload)) resize.write(JSON.stringify({ Width: size.width, Height: size.height }));
       } catch (err) {
         resizeDead = true;
         log.warn({ err }, 'dropping bad resize input');
@@ -160,78 +161,94 @@ export function runTranslatorSession(
     flushScheduled = false;
     flushOutput();
   };
-  const outputsDone = outputs.map(([stream, channel]) => {
-    stream.on('data', (chunk: Buffer) => {
-      bytes.toClient += chunk.length;
-      outboundThrottle?.account(chunk.length);
-      if (chunk.length === 0) return;
-      if (pendingChannel !== channel) flushOutput();
-      pendingChannel = channel;
-      pending.push(chunk);
-      pendingBytes += chunk.length;
-      if (!flushScheduled) {
-        // The turn's first chunk: send it now, and batch what follows until the turn ends.
-        flushScheduled = true;
-        setImmediate(flushLater);
-        flushOutput();
-      } else if (pendingBytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
-    });
-    // Everything read before the end is sent before anyone learns of the end (the Status follows).
-    stream.once('end', flushOutput);
-    stream.once('close', flushOutput);
-    return ended(stream);
-  });
 
   // ---- outcome ----
-  const errorBytes = readToEnd(streams.error, MAX_ERROR_STREAM_BYTES);
-  // Awaited only once stdout and stderr are done. Until then a rejection (the upstream reset just the
-  // error stream, or we reset it for a protocol error) must not count as unhandled: Node would end
-  // the process.
-  errorBytes.catch(() => {});
-  const cleanup = (): void => {
-    flushOutput();
-    ws.off('message', onMessage);
-    ws.off('drain', onDrain);
-    for (const t of throttles) t.dispose();
-    outbound.open();
-  };
-  return Promise.all(outputsDone)
-    .then(() => errorBytes)
-    .then(
-      (content) => {
-        cleanup();
-        return decodeErrorStream(parts.protocol, content);
-      },
-      (err: unknown) => {
-        cleanup();
-        throw err;
-      },
-    );
-}
+  // Event-driven, one promise per session: an idle session holds no promise chain, no `once`
+  // wrappers and no per-stream promises (docs/benchmarks.md, "Idle sessions").
+  return new Promise<RemoteCommandOutcome>((resolve, reject) => {
+    let outputsLeft = outputs.length;
+    let errorContent: Buffer | undefined;
+    let errorFailure: Error | undefined;
+    let settled = false;
+    const cleanup = (): void => {
+      flushOutput();
+      ws.off('message', onMessage);
+      ws.off('drain', onDrain);
+      for (const t of throttles) t.dispose();
+      outbound.open();
+    };
+    // Once stdout and stderr are done, the error stream's end (or its failure) is the outcome. Until
+    // then a failed error stream (the upstream reset just it, or we reset it for a protocol error)
+    // only waits.
+    const settleIfDone = (): void => {
+      if (settled || outputsLeft > 0 || (errorContent === undefined && errorFailure === undefined)) return;
+      settled = true;
+      cleanup();
+      if (errorFailure !== undefined) return reject(errorFailure);
+      try {
+        resolve(decodeErrorStream(parts.protocol, errorContent!));
+      } catch (err) {
+        reject(err);
+      }
+    };
 
-/** Resolves when `stream`'s readable side is over, normally or not. */
-function ended(stream: SpdyStream): Promise<void> {
-  return new Promise<void>((resolve) => {
-    if (stream.readableEnded || stream.destroyed) return resolve();
-    stream.once('end', () => resolve());
-    stream.once('close', () => resolve());
-    stream.on('error', () => {});
-  });
-}
+    for (const [stream, channel] of outputs) {
+      stream.on('data', (chunk: Buffer) => {
+        bytes.toClient += chunk.length;
+        outboundThrottle?.account(chunk.length);
+        if (chunk.length === 0) return;
+        if (pendingChannel !== channel) flushOutput();
+        pendingChannel = channel;
+        pending.push(chunk);
+        pendingBytes += chunk.length;
+        if (!flushScheduled) {
+          // The turn's first chunk: send it now, and batch what follows until the turn ends.
+          flushScheduled = true;
+          setImmediate(flushLater);
+          flushOutput();
+        } else if (pendingBytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
+      });
+      stream.on('error', ignore);
+      if (stream.readableEnded || stream.destroyed) {
+        outputsLeft--;
+        continue;
+      }
+      // Everything read before the end is sent before anyone learns of the end (the Status follows).
+      // 'end' and 'close' each fire at most once: one plain listener for both, no `once` wrappers.
+      let done = false;
+      const onDone = (): void => {
+        flushOutput();
+        if (done) return;
+        done = true;
+        outputsLeft--;
+        settleIfDone();
+      };
+      stream.on('end', onDone);
+      stream.on('close', onDone);
+    }
 
-/** Read a stream to its end (at most `limit` bytes kept); rejects if it closes without ending. */
-function readToEnd(stream: SpdyStream, limit: number): Promise<Buffer> {
-  return new Promise<Buffer>((resolve, reject) => {
+    // The error stream, read to its end (at most MAX_ERROR_STREAM_BYTES kept); closing without an
+    // end is a failure.
+    const error = streams.error;
     const chunks: Buffer[] = [];
     let size = 0;
-    stream.on('data', (c: Buffer) => {
-      if (size < limit) chunks.push(c.subarray(0, limit - size));
+    error.on('data', (c: Buffer) => {
+      if (size < MAX_ERROR_STREAM_BYTES) chunks.push(c.subarray(0, MAX_ERROR_STREAM_BYTES - size));
       size += c.length;
     });
-    stream.on('error', () => {});
-    stream.once('end', () => resolve(Buffer.concat(chunks)));
-    stream.once('close', () => {
-      if (!stream.readableEnded) reject(new Error('error reading from error stream: the upstream connection was closed'));
-    });
+    error.on('error', ignore);
+    const onErrorStreamDone = (): void => {
+      if (errorContent !== undefined || errorFailure !== undefined) return;
+      if (error.readableEnded) errorContent = Buffer.concat(chunks);
+      else errorFailure = new Error('error reading from error stream: the upstream connection was closed');
+      settleIfDone();
+    };
+    error.on('end', onErrorStreamDone);
+    error.on('close', onErrorStreamDone);
+    if (error.destroyed) onErrorStreamDone();
+    settleIfDone();
   });
 }
+
+/** The 'error' listener of streams whose errors show as their premature close. */
+function ignore(): void {}

@@ -141,6 +141,9 @@ function installFastReceiver(ws: WebSocket, socket: Duplex | undefined, onMessag
   return fast;
 }
 
+/** The WebSocket's 'error' listener: its 'close' follows and ends the session. */
+function ignoreError(): void {}
+
 /** Options of {@link ChannelWebSocket}. */
 export interface ChannelWebSocketOptions {
   idleTimeoutMs?: number;
@@ -171,7 +174,8 @@ export class ChannelWebSocket extends EventEmitter {
   #idleTimer: NodeJS.Timeout | undefined;
   #finishing = false;
   #closed = false;
-  readonly #closedPromise: Promise<void>;
+  #closedPromise: Promise<void> | undefined;
+  #resolveClosed: (() => void) | undefined;
 
   constructor(ws: WebSocket, options: ChannelWebSocketOptions = {}) {
     super();
@@ -180,9 +184,8 @@ export class ChannelWebSocket extends EventEmitter {
     this.#idleTimeoutMs = options.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS;
     this.#finishDeadlineMs = options.finishDeadlineMs ?? FINISH_CLOSE_DEADLINE_MS;
     this.#inbound = new PauseGate([ws]);
-    ws.on('error', () => {
-      // 'close' follows; a too-large message or a bad frame ends the session there.
-    });
+    // 'close' follows; a too-large message or a bad frame ends the session there.
+    ws.on('error', ignoreError);
     this.#fast = installFastReceiver(ws, this.#raw, (parts, length) => this.#onFastMessage(parts, length));
     ws.on('message', (data: RawData) => {
       // While the fast receiver parses, ws sees control frames only; a data message from ws then
@@ -190,13 +193,13 @@ export class ChannelWebSocket extends EventEmitter {
       if (this.#fast !== undefined && !this.#fast.fallenBack) return;
       this.#onMessage(data);
     });
-    this.#closedPromise = new Promise<void>((resolve) => {
-      ws.once('close', (code: number) => {
-        this.#closed = true;
-        this.#stopIdle();
-        resolve();
-        this.emit('close', code, this.#finishing);
-      });
+    // ws emits 'close' once: a plain listener; the promise of whenClosed() only once someone asks.
+    ws.on('close', (code: number) => {
+      this.#closed = true;
+      this.#stopIdle();
+      this.#resolveClosed?.();
+      this.#resolveClosed = undefined;
+      this.emit('close', code, this.#finishing);
     });
     if (this.#idleTimeoutMs > 0) this.#armIdle(this.#idleTimeoutMs);
   }
@@ -213,6 +216,9 @@ export class ChannelWebSocket extends EventEmitter {
 
   /** Resolves when the socket has closed. */
   whenClosed(): Promise<void> {
+    if (this.#closedPromise === undefined) {
+      this.#closedPromise = this.#closed ? Promise.resolve() : new Promise<void>((resolve) => (this.#resolveClosed = resolve));
+    }
     return this.#closedPromise;
   }
 
@@ -264,21 +270,21 @@ export class ChannelWebSocket extends EventEmitter {
    * destroyed if that has not happened within the finish deadline. Resolves when the socket closed.
    */
   finish(status: V1Status): Promise<void> {
-    if (this.#finishing) return this.#closedPromise;
+    if (this.#finishing) return this.whenClosed();
     this.#finishing = true;
     this.#stopIdle();
     // Read again (and drop) whatever the client sends, so its close frame is seen.
     this.#inbound.open();
-    if (this.#closed) return this.#closedPromise;
+    if (this.#closed) return this.whenClosed();
     const deadline = setTimeout(() => this.#ws.terminate(), this.#finishDeadlineMs);
     deadline.unref();
-    void this.#closedPromise.then(() => clearTimeout(deadline));
-    if (this.#ws.readyState !== WebSocket.OPEN) return this.#closedPromise;
+    void this.whenClosed().then(() => clearTimeout(deadline));
+    if (this.#ws.readyState !== WebSocket.OPEN) return this.whenClosed();
     this.#ws.send(encodeChannelMessage(Channel.Error, encodeStatus(status)), { binary: true }, (err) => {
       // The callback runs once this frame, and so every frame before it, reached the socket.
       if (!err && this.#ws.readyState === WebSocket.OPEN) this.#ws.close(1000);
     });
-    return this.#closedPromise;
+    return this.whenClosed();
   }
 
   /** Drop the connection at once (protocol error, upstream gone before any status could be sent). */

@@ -13,7 +13,8 @@ import { FrameWriter } from './frame-writer.js';
 import {
   HeaderCompressor,
   HeaderDecompressor,
-  normalizeHeaders,
+  isEmptyHeaders,
+  NO_HEADERS,
   type SpdyHeaders,
   type SpdyHeadersInit,
 } from './header-block.js';
@@ -78,7 +79,8 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   private readonly intake: FrameIntake;
   private readonly streams = new Map<number, SpdyStream>();
   private readonly pendingOpens = new Map<number, PendingOpen>();
-  private readonly recent = new Map<number, 'reset' | 'done'>();
+  /** Streams closed lately (created with the first close: an idle connection has none). */
+  private recent: Map<number, 'reset' | 'done'> | undefined;
   private nextStreamId: number;
   private lastPeerStreamId = 0;
   private goAwaySent = false;
@@ -134,10 +136,13 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
     if (options.pingIntervalMs !== undefined && options.pingIntervalMs > 0) {
       this.pingTimer = setInterval(() => this.ping().catch(() => {}), options.pingIntervalMs).unref();
     }
-    const head = options.head;
+    let head = options.head;
     // Defer so the caller can attach 'stream' listeners before frames in `head` are dispatched.
     process.nextTick(() => {
-      if (head !== undefined && head.length > 0) this.intake.push(head);
+      // The closures above share this scope: drop `head` (a slice of a socket read) once pushed.
+      const first = head;
+      head = undefined;
+      if (first !== undefined && first.length > 0) this.intake.push(first);
       if (!this.isClosed) socket.on('data', (c: Buffer) => this.intake.push(c));
     });
   }
@@ -158,7 +163,7 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
     if (id > 0x7fffffff) return Promise.reject(new Error('SPDY stream ids exhausted'));
     this.nextStreamId += 2;
     const headerBlock = this.compressor.compress(headers);
-    const stream = new SpdyStream(this, id, normalizeHeaders(headers), true);
+    const stream = new SpdyStream(this, id, headers, true);
     this.streams.set(id, stream);
     const fin = options.fin ?? false;
     if (fin) stream.markLocalFinSent();
@@ -374,7 +379,7 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
         return this.streamError(f.streamId, RstStatus.STREAM_IN_USE, `duplicate SYN_REPLY on stream ${f.streamId}`);
       }
       if (headers === undefined) return this.unexpectedHeaders(f.type.toUpperCase(), f.streamId);
-      stream.replyHeaders = headers;
+      stream.replyHeaders = isEmptyHeaders(headers) ? NO_HEADERS : headers;
       const pending = this.pendingOpens.get(f.streamId);
       this.pendingOpens.delete(f.streamId);
       if (pending) clearTimeout(pending.timer);
@@ -419,7 +424,7 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   }
 
   private unknownStream(id: number, what: string): void {
-    const recent = this.recent.get(id);
+    const recent = this.recent?.get(id);
     if (recent === 'reset') {
       this.log.debug?.(`spdy: dropping ${what} for reset stream ${id}`);
       return;
@@ -480,8 +485,9 @@ export class SpdyConnection extends EventEmitter implements SpdyStreamOwner, Fra
   }
 
   private remember(id: number, how: 'reset' | 'done'): void {
-    this.recent.set(id, how);
-    if (this.recent.size > RECENT_LIMIT) this.recent.delete(this.recent.keys().next().value!);
+    const recent = (this.recent ??= new Map());
+    recent.set(id, how);
+    if (recent.size > RECENT_LIMIT) recent.delete(recent.keys().next().value!);
   }
 
   private stopPinging(err: Error): void {

@@ -14,6 +14,15 @@ export type SpdyHeaders = Record<string, string[]>;
 /** Headers to send; names are lowercased by the encoder, arrays become NUL-joined values. */
 export type SpdyHeadersInit = Record<string, string | number | readonly string[]>;
 
+/** An empty header block, shared (frozen): what a Kubernetes SYN_REPLY carries. */
+export const NO_HEADERS: SpdyHeaders = Object.freeze(Object.create(null) as SpdyHeaders);
+
+/** True when `h` has no header. */
+export function isEmptyHeaders(h: SpdyHeaders): boolean {
+  for (const _ in h) return false;
+  return true;
+}
+
 /** Largest decompressed header block accepted (bytes). */
 export const MAX_HEADER_BLOCK_BYTES = 1024 * 1024;
 
@@ -138,6 +147,11 @@ const INFLATE_CHUNK_BYTES = 4 * 1024;
  * The zlib context (its 32 KiB window, inflate state and output buffer: about 40 KiB of native and
  * external memory) is created on the first block and dropped by {@link release} or {@link close}.
  */
+/** A promise reaction that drops what it gets. */
+function settledWithNothing(): undefined {
+  return undefined;
+}
+
 export class HeaderDecompressor {
   private inflate: zlib.Inflate | undefined;
   private tail: Promise<unknown> = Promise.resolve();
@@ -168,7 +182,9 @@ export class HeaderDecompressor {
     const result = this.tail
       .then(() => (refused ? Promise.reject(this.refusal()) : this.inflateOne(block)))
       .then((raw) => decodeHeaderPairs(raw, streamId));
-    this.tail = result.catch(() => undefined);
+    // The tail settles with nothing: it must not keep the last block's headers alive (an idle
+    // connection's decompressor is released with its last SYN_REPLY's headers still in it).
+    this.tail = result.then(settledWithNothing, settledWithNothing);
     return result;
   }
 

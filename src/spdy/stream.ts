@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { Duplex } from 'node:stream';
 import { RstStatus } from './codes.js';
 import { SpdyStreamResetError } from './errors.js';
-import type { SpdyHeaders, SpdyHeadersInit } from './header-block.js';
+import { normalizeHeaders, type SpdyHeaders, type SpdyHeadersInit } from './header-block.js';
 
 /** Largest DATA payload we send per frame; bigger writes are split (never into small frames). */
 export const MAX_DATA_FRAME_BYTES = 1024 * 1024;
@@ -51,7 +51,25 @@ export interface SpdyStreamOwner {
  * - `destroy()` on a stream that is not finished sends RST_STREAM(CANCEL).
  */
 export class SpdyStream extends Duplex {
-  /** Headers of the peer's SYN_REPLY (streams we opened), once it arrived. */
+  /**
+   * The SYN_STREAM headers (ours for outgoing streams, the peer's for incoming), normalized. Ours are
+   * kept as given and normalized on first read: an idle session's streams never read them, and the
+   * callers pass shared constants (see remote-command-streams.ts).
+   */
+  get headers(): SpdyHeaders {
+    if (this.outgoing && !this.headersNormalized) {
+      this.headerSource = normalizeHeaders(this.headerSource);
+      this.headersNormalized = true;
+    }
+    return this.headerSource as SpdyHeaders;
+  }
+
+  private headerSource: SpdyHeaders | SpdyHeadersInit;
+  private headersNormalized = false;
+  /**
+   * Headers of the peer's SYN_REPLY (streams we opened), once it arrived; an empty block (what
+   * Kubernetes sends) is the shared frozen `NO_HEADERS` (header-block.ts).
+   */
   replyHeaders?: SpdyHeaders;
   /** @internal whether the peer has half-closed (FIN seen). */
   remoteFinished = false;
@@ -64,17 +82,19 @@ export class SpdyStream extends Duplex {
   /**
    * @internal Created by `SpdyConnection` only.
    * @param id the stream id.
-   * @param headers the SYN_STREAM headers (ours for outgoing streams, the peer's for incoming).
+   * @param headers the SYN_STREAM headers: ours as given for outgoing streams (not to be changed
+   *   afterwards), the peer's (normalized) for incoming.
    * @param outgoing true for streams we opened.
    */
   constructor(
     private readonly owner: SpdyStreamOwner,
     readonly id: number,
-    readonly headers: SpdyHeaders,
+    headers: SpdyHeaders | SpdyHeadersInit,
     readonly outgoing: boolean,
   ) {
     super({ allowHalfOpen: true, emitClose: true, autoDestroy: true, highWaterMark: 1024 * 1024 });
     this.replied = outgoing;
+    this.headerSource = headers;
     // One shared listener (called with the stream as `this`) instead of two closures and two `once`
     // wrappers per stream: an idle translated session holds four streams. Each event fires once.
     this.on('end', SpdyStream.onSideDone);

@@ -45,6 +45,21 @@ describe('SpdyConnection over loopback TCP', { timeout: 20_000 }, () => {
     expect((await second).replyHeaders).toEqual({ ':status': ['200'] });
   });
 
+  it('keeps an outgoing stream\'s headers as given until read, and shares one frozen empty SYN_REPLY', async () => {
+    const { client, server } = await setup();
+    server.on('stream', (s: SpdyStream) => s.reply());
+    const given = Object.freeze({ StreamType: 'stdin', port: 8080 });
+    const [a, b] = await Promise.all([client.openStream(given), client.openStream({ streamtype: 'stdout' })]);
+    // Normalized on first read (lower-case names, string arrays), the same object afterwards.
+    expect(a.headers).toEqual({ streamtype: ['stdin'], port: ['8080'] });
+    expect(a.headers).toBe(a.headers);
+    expect(b.headers).toEqual({ streamtype: ['stdout'] });
+    // Empty SYN_REPLY blocks (what a kubelet sends): one shared object, which cannot be changed.
+    expect(a.replyHeaders).toEqual({});
+    expect(a.replyHeaders).toBe(b.replyHeaders);
+    expect(Object.isFrozen(a.replyHeaders)).toBe(true);
+  });
+
   it.each([65_535, 65_536, 65_537, 50 * 1024 * 1024])('moves %i bytes both ways byte-exact', async (n) => {
     const { client, server } = await setup();
     const up = n > 1e6 ? randomBytes(n) : pattern(n, n);
