@@ -9,18 +9,25 @@
  * tunnel socket delivers dozens of them in the same event-loop turn. Here the destination is corked
  * on the turn's first chunk and uncorked in `setImmediate`, so the turn's chunks leave in one
  * writev (one syscall, one wake-up of the peer) instead of one write each. The same batching as the
- * proxy's copy loop (proxy/splice.ts), and the same bound: the source is paused while the
- * destination holds {@link MAX_QUEUED_BYTES} or more, and resumed on its 'drain'.
+ * proxy's copy loop (proxy/splice.ts); the source is paused while the destination holds
+ * `maxQueued` bytes or more ({@link AGENT_MAX_QUEUED_BYTES} by default), and resumed on its 'drain'.
  */
 import type { Readable, Writable } from 'node:stream';
-import { MAX_QUEUED_BYTES } from '../../proxy/splice.js';
+
+/**
+ * The agent's bound on bytes queued in a destination: 16 DATA frames. Enough for a turn's frames to
+ * leave in a few writevs; small, because what waits here is held in the heap. A 1 MiB bound (the
+ * proxy's MAX_QUEUED_BYTES) let 64 KiB socket reads pile up in an Http2Stream and made the agent's
+ * GC time 2–3× larger in a --cpu-prof run (docs/benchmarks.md "Through an agent tunnel").
+ */
+export const AGENT_MAX_QUEUED_BYTES = 256 * 1024;
 
 /**
  * Copy `src` to `dst` until `src` ends (then `dst.end()`, as `pipe` does) or `dst` closes. Errors
  * are the caller's to handle, as with `pipe`. Returns a function that stops the copy: `src` is
  * paused (as `unpipe` leaves it), so nothing it reads is lost until someone resumes it.
  */
-export function copyBatched(src: Readable, dst: Writable): () => void {
+export function copyBatched(src: Readable, dst: Writable, maxQueued = AGENT_MAX_QUEUED_BYTES): () => void {
   let corked = false;
   let full = false;
   let stopped = false;
@@ -36,9 +43,10 @@ export function copyBatched(src: Readable, dst: Writable): () => void {
       dst.cork();
       setImmediate(flush);
     }
-    // Past MAX_QUEUED_BYTES (> any highWaterMark here) this write returned false, so 'drain' follows.
+    // Past maxQueued (> the 16 KiB highWaterMark of the streams here) this write returned false,
+    // so 'drain' follows.
     dst.write(chunk);
-    if (dst.writableLength >= MAX_QUEUED_BYTES) {
+    if (dst.writableLength >= maxQueued) {
       full = true;
       src.pause();
     }

@@ -1,14 +1,13 @@
 /**
  * copyBatched (src/tunnel/batched-copy.ts), the agent's copy loop: the chunks of one event-loop
  * turn reach the destination in one writev, every byte arrives in order, the source is paused
- * while the destination holds MAX_QUEUED_BYTES and resumed on 'drain', the source's end ends the
+ * while the destination holds AGENT_MAX_QUEUED_BYTES and resumed on 'drain', the source's end ends the
  * destination, and a stopped copy (or a destroyed destination) leaves the source paused.
  */
 import { describe, expect, it } from 'vitest';
 import { Readable, Writable } from 'node:stream';
 import { once } from 'node:events';
-import { copyBatched } from '../../src/tunnel/batched-copy.js';
-import { MAX_QUEUED_BYTES } from '../../proxy/splice.js';
+import { AGENT_MAX_QUEUED_BYTES as MAX_QUEUED_BYTES, copyBatched } from '../../src/tunnel/batched-copy.js';
 import { deterministicBytes } from '../helpers/random-data.js';
 
 /** A source whose chunks the test pushes (nothing is produced on read). */
@@ -62,7 +61,7 @@ describe('copyBatched', () => {
     expect(Buffer.concat(calls.flat()).equals(Buffer.concat([data, Buffer.from('tail')]))).toBe(true);
   });
 
-  it('pauses the source while the destination holds MAX_QUEUED_BYTES and resumes it on drain', async () => {
+  it('pauses the source while the destination holds AGENT_MAX_QUEUED_BYTES and resumes it on drain', async () => {
     const src = source();
     const { dst, calls, release } = recorder(true);
     copyBatched(src, dst);
