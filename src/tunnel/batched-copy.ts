@@ -17,8 +17,8 @@ import type { Readable, Writable } from 'node:stream';
 /**
  * The agent's bound on bytes queued in a destination: 16 DATA frames. Enough for a turn's frames to
  * leave in a few writevs; small, because what waits here is held in the heap. A 1 MiB bound (the
- * proxy's MAX_QUEUED_BYTES) let 64 KiB socket reads pile up in an Http2Stream and made the agent's
- * GC time 2–3× larger in a --cpu-prof run (docs/benchmarks.md "Through an agent tunnel").
+ * proxy's MAX_QUEUED_BYTES) let 64 KiB socket reads pile up in an Http2Stream, and the agent's GC
+ * time was 2.8× larger in a --cpu-prof pair (docs/benchmarks.md "Through an agent tunnel").
  */
 export const AGENT_MAX_QUEUED_BYTES = 256 * 1024;
 

@@ -1,7 +1,8 @@
 /**
  * The agent's relay between one tunnel stream and its apiserver connection: bytes both ways with
- * backpressure (stream → socket by `copyBatched`: the DATA frames of one event-loop turn leave in one
- * writev; socket → stream by `pipe`, as an Http2Session already sends a turn's writes at once), a half-close carried across (END_STREAM → `end()` of the socket and the
+ * backpressure (`copyBatched`: the DATA frames of one event-loop turn leave in one writev, and a
+ * socket read is not followed by a pause and resume of the socket, as `pipe` into a 16 KiB
+ * highWaterMark did), a half-close carried across (END_STREAM → `end()` of the socket and the
  * socket's FIN → END_STREAM), and a reset carried across (RST_STREAM before our END_STREAM, or a
  * stream error, destroys the socket; a socket error or abrupt close resets the stream with CANCEL).
  */
@@ -21,7 +22,7 @@ export function relayTunnelStream(stream: ServerHttp2Stream, socket: Duplex, toS
     stopReadingStream = copyBatched(stream, toSocket);
     copyBatched(toSocket, socket);
   } else stopReadingStream = copyBatched(stream, socket);
-  socket.pipe(stream);
+  copyBatched(socket, stream);
   const streamClosed = new Promise<void>((resolve) => stream.once('close', resolve));
   const socketClosed = new Promise<void>((resolve) => socket.once('close', resolve));
   stream.on('error', () => socket.destroy());
