@@ -10,9 +10,10 @@
  * process between kubectl and the cluster (bench/agent-relay.ts) and take the CPU of both: the
  * proxy's as the row's relay CPU, the agent's in its own column.
  *
- * With `callgrind` the Node relays (the proxy and the bare relay) run under valgrind's callgrind and
- * each transfer's instruction count (Ir, user space) is read with callgrind_control: unlike CPU
- * seconds it does not depend on the machine's load, so it is what an optimization is judged by.
+ * With `callgrind` the Node relays (the proxy and the bare relay, and an agent-tunnel row's agent)
+ * run under valgrind's callgrind and each transfer's instruction count (Ir, user space) is read with
+ * callgrind_control: unlike CPU seconds it does not depend on the machine's load, so it is what an
+ * optimization is judged by.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
@@ -197,6 +198,8 @@ export interface CpuRow {
   agentCpuPerGB?: number;
   /** Median instructions (Ir) per MB of the relay process under callgrind. */
   irPerMB?: number;
+  /** Median instructions (Ir) per MB of the agent process under callgrind (tunnel-through-agent rows). */
+  agentIrPerMB?: number;
   /** Median throughput ÷ the direct path's, same measurement, same run. */
   wallRatio?: number;
   /** cpuPerGB ÷ the bare Node relay's, same measurement, same run. */
@@ -213,7 +216,8 @@ export function median(xs: number[]): number {
 /**
  * Send a callgrind_control command to `proc` and wait for it to be carried out. valgrind reads its
  * command file only while the client runs, so a relay idle in epoll is woken with a TCP connection
- * to its listening port (opened and closed) until the command returns.
+ * to its listening port (opened and closed) until the command returns. An agent has no listening
+ * port (its `url` is the proxy's agent listener): it is woken by the tunnel's PINGs (every 10 s).
  */
 async function callgrindCommand(proc: ServerProcess, command: '--zero' | '--dump'): Promise<void> {
   const child = spawn('callgrind_control', [command, String(proc.pid)], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -299,6 +303,7 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
         rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, wallMs: [], ...(proc ? { cpuSeconds: [] } : {}), ...(agentOf(proc) ? { agentCpuSeconds: [] } : {}) });
     }
     const irs = new Map<CpuRow, number[]>();
+    const agentIrs = new Map<CpuRow, number[]>();
     // One unmeasured warm-up transfer per row: the first session of a fresh Node process compiles
     // its code paths (JIT), which is start-up, not a cost per byte (under callgrind it dominates).
     const warmBytes = Math.max(1_000_000, Math.min(10_000_000, Math.floor(o.bytes / 30_000_000) * 1_000_000));
@@ -322,6 +327,7 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
           let agentBefore: ReturnType<typeof sampleTreeCpu> | undefined;
           const begin = async (): Promise<void> => {
             if (useCg) await callgrindCommand(proc, '--zero');
+            if (useCg && agent) await callgrindCommand(agent, '--zero');
             if (proc) before = sampleTreeCpu(proc.pid);
             if (agent) agentBefore = sampleTreeCpu(agent.pid);
           };
@@ -344,6 +350,11 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
             const list = irs.get(row) ?? [];
             list.push(await callgrindDump(proc, cgDir));
             irs.set(row, list);
+            if (agent) {
+              const agentList = agentIrs.get(row) ?? [];
+              agentList.push(await callgrindDump(agent, cgDir));
+              agentIrs.set(row, agentList);
+            }
           }
           row.wallMs.push(ms);
           if (cpu !== undefined) row.cpuSeconds!.push(cpu);
@@ -356,6 +367,7 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
       }
     }
     for (const [row, list] of irs) row.irPerMB = median(list) / (o.bytes / 1e6);
+    for (const [row, list] of agentIrs) row.agentIrPerMB = median(list) / (o.bytes / 1e6);
   } finally {
     for (const { proc } of running.values()) await proc?.close();
     await cluster.close();
@@ -396,13 +408,15 @@ function cells(r: CpuRow, withAgent: boolean, withIr: boolean): string[] {
   if (withAgent)
     c.push(r.agentCpuPerGB === undefined ? '' : r.agentCpuPerGB.toFixed(2), (r.agentCpuSeconds ?? []).map((s) => s.toFixed(2)).join(', '));
   if (withIr) c.push(r.irPerMB === undefined ? '' : (r.irPerMB / 1e6).toFixed(2));
+  if (withIr && withAgent) c.push(r.agentIrPerMB === undefined ? '' : (r.agentIrPerMB / 1e6).toFixed(2));
   return c;
 }
 
 function head(rows: CpuRow[]): { head: string[]; withAgent: boolean; withIr: boolean } {
   const withAgent = rows.some((r) => r.agentCpuSeconds !== undefined);
   const withIr = rows.some((r) => r.irPerMB !== undefined);
-  return { head: [...HEAD, ...(withAgent ? AGENT_HEAD : []), ...(withIr ? ['M instructions per MB (callgrind)'] : [])], withAgent, withIr };
+  const irHead = withIr ? ['M instructions per MB (callgrind)', ...(withAgent ? ['agent M instructions per MB (callgrind)'] : [])] : [];
+  return { head: [...HEAD, ...(withAgent ? AGENT_HEAD : []), ...irHead], withAgent, withIr };
 }
 
 /** Fixed-width text table of the CPU rows. */
@@ -421,7 +435,7 @@ export const CPU_END = '<!-- end generated cpu table -->';
 /** The generated CPU section of docs/benchmarks.md (between {@link CPU_BEGIN} and {@link CPU_END}). */
 export function cpuMarkdownSection(rows: CpuRow[], o: { machine: string; loadAverage: string; commandLine: string; date: Date }): string {
   const { head: h, withAgent, withIr } = head(rows);
-  const numeric = new Set(['amount', 'rounds', 'CPU-s per GB', '× bare relay CPU', '× direct (wall)', 'agent CPU-s per GB', 'M instructions per MB (callgrind)']);
+  const numeric = new Set(['amount', 'rounds', 'CPU-s per GB', '× bare relay CPU', '× direct (wall)', 'agent CPU-s per GB', 'M instructions per MB (callgrind)', 'agent M instructions per MB (callgrind)']);
   const table = [
     `| ${h.join(' | ')} |`,
     `|${h.map((name) => (numeric.has(name) ? '---:' : '---')).join('|')}|`,

@@ -38,7 +38,8 @@
  *             agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
- *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless)
+ *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless);
+ *             the agent rows count the agent process too (its own column)
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';

@@ -100,4 +100,28 @@ describe('bench --cpu pieces', () => {
     // Rows without an agent leave the agent cells empty.
     expect(section).toContain('| 0.20, 0.21, 0.19 | 1500, 1400, 1600 |  |  |');
   });
+
+  it('adds the agent\'s callgrind column beside the relay\'s when agent rows ran under callgrind', () => {
+    const agentRow: CpuRow = {
+      relay: 'via agent tunnel: passthrough (SPDY)',
+      key: 'agent-spdy',
+      measurement: 'stdin',
+      bytes: 20_000_000,
+      wallMs: [9000],
+      cpuSeconds: [4],
+      cpuPerGB: 200,
+      agentCpuSeconds: [5],
+      agentCpuPerGB: 250,
+      irPerMB: 3_460_000,
+      agentIrPerMB: 10_020_000,
+    };
+    const bare: CpuRow = { ...rows[1]!, irPerMB: 2_670_000 };
+    const text = cpuTextTable([bare, agentRow]).split('\n');
+    expect(text[0]).toMatch(/agent CPU-s \(each round\)\s+M instructions per MB \(callgrind\)\s+agent M instructions per MB \(callgrind\)$/);
+    expect(text[3]).toMatch(/\s5\.00\s+3\.46\s+10\.02$/);
+    expect(text[2]).toMatch(/1500, 1400, 1600\s+2\.67$/);
+    const section = cpuMarkdownSection([bare, agentRow], { machine: '2 CPUs', loadAverage: '1.00', commandLine: 'node dist/bench/run.js --cpu --callgrind', date: new Date('2026-01-02T03:04:05Z') });
+    expect(section).toContain('|---|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|');
+    expect(section).toContain('| 250.00 | 5.00 | 3.46 | 10.02 |');
+  });
 });

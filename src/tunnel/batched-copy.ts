@@ -1,0 +1,78 @@
+/**
+ * A copy loop from one stream to another that batches writes per event-loop turn, for the agent's
+ * relay between a tunnel stream and its apiserver socket (`pipe.ts`).
+ *
+ * `src.pipe(dst)` writes each chunk on its own, and an Http2Stream delivers one chunk per DATA
+ * frame: at most 16 KiB, since Node 20's http2 never sends a larger DATA frame whatever the peer's
+ * `maxFrameSize` (nghttp2's default without a read-length callback; measured, Node 20.20). Each
+ * chunk arrives in its own callback (the tick queue drains between them), but one read of the
+ * tunnel socket delivers dozens of them in the same event-loop turn. Here the destination is corked
+ * on the turn's first chunk and uncorked in `setImmediate`, so the turn's chunks leave in one
+ * writev (one syscall, one wake-up of the peer) instead of one write each. The same batching as the
+ * proxy's copy loop (proxy/splice.ts); the source is paused while the destination holds
+ * `maxQueued` bytes or more ({@link AGENT_MAX_QUEUED_BYTES} by default), and resumed on its 'drain'.
+ */
+import type { Readable, Writable } from 'node:stream';
+
+/**
+ * The agent's bound on bytes queued in a destination: 16 DATA frames. Enough for a turn's frames to
+ * leave in a few writevs; small, because what waits here is held in the heap. A 1 MiB bound (the
+ * proxy's MAX_QUEUED_BYTES) let 64 KiB socket reads pile up in an Http2Stream, and the agent's GC
+ * time was 2.8× larger in a --cpu-prof pair (docs/benchmarks.md "Through an agent tunnel").
+ */
+export const AGENT_MAX_QUEUED_BYTES = 256 * 1024;
+
+/**
+ * Copy `src` to `dst` until `src` ends (then `dst.end()`, as `pipe` does) or `dst` closes. Errors
+ * are the caller's to handle, as with `pipe`. Returns a function that stops the copy: `src` is
+ * paused (as `unpipe` leaves it), so nothing it reads is lost until someone resumes it.
+ */
+export function copyBatched(src: Readable, dst: Writable, maxQueued = AGENT_MAX_QUEUED_BYTES): () => void {
+  let corked = false;
+  let full = false;
+  let stopped = false;
+  const flush = (): void => {
+    corked = false;
+    dst.uncork();
+  };
+  const onData = (chunk: Buffer): void => {
+    // Nothing can be written after the destination ended or was destroyed (pipe drops it too).
+    if (dst.writableEnded || dst.destroyed) return;
+    if (!corked) {
+      corked = true;
+      dst.cork();
+      setImmediate(flush);
+    }
+    // Past maxQueued (> the 16 KiB highWaterMark of the streams here) this write returned false,
+    // so 'drain' follows.
+    dst.write(chunk);
+    if (dst.writableLength >= maxQueued) {
+      full = true;
+      src.pause();
+    }
+  };
+  const onDrain = (): void => {
+    if (!full) return;
+    full = false;
+    if (!stopped) src.resume();
+  };
+  const onEnd = (): void => {
+    stop();
+    if (!dst.writableEnded && !dst.destroyed) dst.end();
+  };
+  const stop = (): void => {
+    if (stopped) return;
+    stopped = true;
+    src.off('data', onData);
+    src.off('end', onEnd);
+    dst.off('drain', onDrain);
+    dst.off('close', stop);
+    src.pause();
+  };
+  src.on('data', onData);
+  src.once('end', onEnd);
+  dst.on('drain', onDrain);
+  dst.once('close', stop);
+  src.resume();
+  return stop;
+}
