@@ -6,13 +6,14 @@
  * frame: at most 16 KiB, since Node 20's http2 never sends a larger DATA frame whatever the peer's
  * `maxFrameSize` (nghttp2's default without a read-length callback; measured, Node 20.20). Each
  * chunk arrives in its own callback (the tick queue drains between them), but one read of the
- * tunnel socket delivers dozens of them in the same event-loop turn. Here the destination is corked
- * on the turn's first chunk and uncorked in `setImmediate`, so the turn's chunks leave in one
- * writev (one syscall, one wake-up of the peer) instead of one write each. The same batching as the
- * proxy's copy loop (proxy/splice.ts); the source is paused while the destination holds
+ * tunnel socket delivers dozens of them in the same event-loop turn. Here the turn's first chunk is
+ * written at once and the ones after it are corked until the turn ends (src/turn-cork.ts), so they
+ * leave in one writev (one syscall, one wake-up of the peer) instead of one write each. The same
+ * rule as the proxy's copy loop (proxy/splice.ts); the source is paused while the destination holds
  * `maxQueued` bytes or more ({@link AGENT_MAX_QUEUED_BYTES} by default), and resumed on its 'drain'.
  */
 import type { Readable, Writable } from 'node:stream';
+import { TurnCork } from '../turn-cork.js';
 
 /**
  * The agent's bound on bytes queued in a destination: 16 DATA frames. Enough for a turn's frames to
@@ -28,21 +29,13 @@ export const AGENT_MAX_QUEUED_BYTES = 256 * 1024;
  * paused (as `unpipe` leaves it), so nothing it reads is lost until someone resumes it.
  */
 export function copyBatched(src: Readable, dst: Writable, maxQueued = AGENT_MAX_QUEUED_BYTES): () => void {
-  let corked = false;
+  const turn = new TurnCork(dst);
   let full = false;
   let stopped = false;
-  const flush = (): void => {
-    corked = false;
-    dst.uncork();
-  };
   const onData = (chunk: Buffer): void => {
     // Nothing can be written after the destination ended or was destroyed (pipe drops it too).
     if (dst.writableEnded || dst.destroyed) return;
-    if (!corked) {
-      corked = true;
-      dst.cork();
-      setImmediate(flush);
-    }
+    turn.beforeWrite();
     // Past maxQueued (> the 16 KiB highWaterMark of the streams here) this write returned false,
     // so 'drain' follows.
     dst.write(chunk);
