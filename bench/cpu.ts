@@ -32,6 +32,7 @@ import { sampleTreeCpu, settleTree } from './proc-cpu.js';
 import { startBareRelay, startHaproxy, startSocat } from './relays.js';
 import { startAgentRelay, type AgentRelayProcess } from './agent-relay.js';
 import { startDevClusterProcess, startProxyProcess, type ServerOptions, type ServerProcess } from './servers.js';
+import { HEAP_FLOOR_ENV } from '../src/heap-floor.js';
 
 /** What a CPU row measures. */
 export type CpuMeasurement = 'stdout' | 'stdin' | 'port-forward';
@@ -132,6 +133,15 @@ export const CPU_RELAYS: CpuRelay[] = [
     env: { 'port-forward': { KUBECTL_PORT_FORWARD_WEBSOCKETS: 'true' } },
     node: true,
     start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], ctx.node),
+  },
+  {
+    // Before / after of the heap floor (src/heap-floor.ts) in the same run: the proxy as it ran until
+    // the floor, without the flag and without the CLI's re-execution.
+    key: 'translation-nofloor',
+    name: 'proxy translation / port-forward tunnel, no heap floor (KSP_HEAP_FLOOR_MB=0)',
+    env: WEBSOCKET_ALL,
+    node: true,
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], { ...ctx.node, env: { ...ctx.node.env, [HEAP_FLOOR_ENV]: '0' } }),
   },
   {
     key: 'agent',

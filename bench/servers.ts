@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { HEAP_FLOOR_COMMANDS, HEAP_FLOOR_FLAG, heapFloorMb } from '../src/heap-floor.js';
 
 /** A server process and the URL it printed. */
 export interface ServerProcess {
@@ -51,7 +52,21 @@ function cliPath(): string {
  * matching `ready` (e.g. "dev cluster listening on http://127.0.0.1:NNNN").
  */
 export function startCli(args: string[], ready: RegExp, timeoutMs = SERVER_START_TIMEOUT_MS, options: ServerOptions = {}): Promise<ServerProcess> {
-  return startNodeScript(cliPath(), args, ready, timeoutMs, options);
+  return startNodeScript(cliPath(), args, ready, timeoutMs, withHeapFloor(args[0], options));
+}
+
+/**
+ * The relaying commands with the heap floor on node's command line (src/heap-floor.ts), as the npm
+ * scripts give it, so the bench measures the same process on every Node: on Node ≥ 22.15 the CLI
+ * would re-execute itself with it anyway (and under a valgrind wrapper the re-executed process would
+ * leave valgrind). `KSP_HEAP_FLOOR_MB=0` in `options.env` (the "no heap floor" rows) or a heap flag of
+ * the caller's own in `nodeArgs` leaves the command line alone.
+ */
+export function withHeapFloor(command: string | undefined, options: ServerOptions): ServerOptions {
+  if (command === undefined || !HEAP_FLOOR_COMMANDS.has(command)) return options;
+  const floorMb = heapFloorMb({ ...process.env, ...options.env });
+  if (floorMb === 0 || (options.nodeArgs ?? []).some((a) => a.startsWith(HEAP_FLOOR_FLAG))) return options;
+  return { ...options, nodeArgs: [...(options.nodeArgs ?? []), `${HEAP_FLOOR_FLAG}=${floorMb}`] };
 }
 
 /** The compiled bench script `name` (e.g. "bare-relay" → dist/bench/bare-relay.js). */
