@@ -7,7 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
-import { PerformanceObserver, constants } from 'node:perf_hooks';
+import { observeGcByKind } from './gc-kinds.js';
 
 const c = { pause: 0, resume: 0, reads: 0, readBytes: 0, writev: 0, gc: {} as Record<string, number>, gcMs: {} as Record<string, number> };
 type Sock = net.Socket & { _writev(...a: unknown[]): unknown };
@@ -32,20 +32,10 @@ P.emit = function (this: net.Socket, event: string | symbol, ...args: unknown[])
   }
   return (emit as (...a: unknown[]) => boolean).call(this, event, ...args);
 } as typeof P.emit;
-const kinds: Record<number, string> = {
-  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
-  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
-  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
-  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
-};
-new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) {
-    const kind = (e as unknown as { detail?: { kind?: number } }).detail?.kind ?? -1;
-    const k = kinds[kind] ?? String(kind);
-    c.gc[k] = (c.gc[k] ?? 0) + 1;
-    c.gcMs[k] = (c.gcMs[k] ?? 0) + e.duration;
-  }
-}).observe({ entryTypes: ['gc'] });
+observeGcByKind((k, ms) => {
+  c.gc[k] = (c.gc[k] ?? 0) + 1;
+  c.gcMs[k] = (c.gcMs[k] ?? 0) + ms;
+});
 process.on('SIGTERM', () => {
   const u = process.cpuUsage();
   const m = process.memoryUsage();

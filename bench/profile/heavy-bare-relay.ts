@@ -32,24 +32,15 @@ if (mode === 'serve' || mode === 'import') {
   throw new Error(`KSP_HEAVY_MODE: want serve, import or ballast, got ${mode}`);
 }
 if (process.env.KSP_GC_STATS) {
-  // GC counts by kind (perf_hooks), written to KSP_GC_STATS-<pid>.json when the process is stopped.
-  const { PerformanceObserver, constants } = await import('node:perf_hooks');
+  // GC counts by kind (perf_hooks), written to KSP_GC_STATS-<pid>.json on SIGUSR2 (floor.ts sends it after each transfer).
+  const { observeGcByKind } = await import('./gc-kinds.js');
   const { writeFileSync } = await import('node:fs');
   const counts: Record<string, { n: number; ms: number }> = {};
-  const kinds: Record<number, string> = {
-    [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
-    [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
-    [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
-    [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
-  };
-  new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) {
-      const kind = kinds[(e as unknown as { detail: { kind: number } }).detail.kind] ?? 'other';
-      const c = (counts[kind] ??= { n: 0, ms: 0 });
-      c.n++;
-      c.ms += e.duration;
-    }
-  }).observe({ entryTypes: ['gc'] });
+  observeGcByKind((kind, ms) => {
+    const c = (counts[kind] ??= { n: 0, ms: 0 });
+    c.n++;
+    c.ms += ms;
+  });
   process.on('SIGUSR2', () => writeFileSync(`${process.env.KSP_GC_STATS}-${process.pid}.json`, JSON.stringify({ counts, heap: process.memoryUsage() })));
 }
 const server = createServer({ noDelay: true }, (client) => {
