@@ -99,3 +99,38 @@ export async function settleTree(root: number, before: TreeSample, timeoutMs = 3
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** utime+stime ticks of each thread of `pid` now, by thread id (`main` = the event-loop thread). */
+export type ThreadSample = Map<string, { main: boolean; ticks: number }>;
+
+/** Sample every thread of `pid` (threads that end while being read are skipped). */
+export function sampleThreads(pid: number): ThreadSample {
+  const out: ThreadSample = new Map();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const line = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = line.slice(line.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
+      // Every thread of node is named "node": tell the main (event-loop) thread from the rest (V8's
+      // GC and compiler workers, libuv's pool) by id.
+      out.set(tid, { main: tid === String(pid), ticks: Number(f[11]) + Number(f[12]) }); // fields 14, 15: utime, stime
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
+}
+
+/**
+ * CPU seconds of the main thread and of the other threads between two samples (threads that started
+ * in between count from 0; one that ended in between is lost, as /proc no longer lists it).
+ */
+export function threadSecondsBetween(before: ThreadSample, after: ThreadSample): { main: number; other: number } {
+  const hz = clockTicksPerSecond();
+  const out = { main: 0, other: 0 };
+  for (const [tid, a] of after) {
+    const d = (a.ticks - (before.get(tid)?.ticks ?? 0)) / hz;
+    if (a.main) out.main += d;
+    else out.other += d;
+  }
+  return out;
+}

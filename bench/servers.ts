@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HEAP_FLOOR_COMMANDS, HEAP_FLOOR_FLAG, heapFloorMb } from '../src/heap-floor.js';
+import { HEAP_FLOOR_COMMANDS, HEAP_FLOOR_FLAG, heapFloorMb, sizesHeap } from '../src/heap-floor.js';
 
 /** A server process and the URL it printed. */
 export interface ServerProcess {
@@ -65,7 +65,7 @@ export function startCli(args: string[], ready: RegExp, timeoutMs = SERVER_START
 export function withHeapFloor(command: string | undefined, options: ServerOptions): ServerOptions {
   if (command === undefined || !HEAP_FLOOR_COMMANDS.has(command)) return options;
   const floorMb = heapFloorMb({ ...process.env, ...options.env });
-  if (floorMb === 0 || (options.nodeArgs ?? []).some((a) => a.startsWith(HEAP_FLOOR_FLAG))) return options;
+  if (floorMb === 0 || sizesHeap(options.nodeArgs ?? [])) return options;
   return { ...options, nodeArgs: [...(options.nodeArgs ?? []), `${HEAP_FLOOR_FLAG}=${floorMb}`] };
 }
 

@@ -41,6 +41,11 @@ export const HEAP_FLOOR_COMMANDS: ReadonlySet<string> = new Set(['serve', 'agent
 /** The flags, already on a command line, that configure the old generation's initial size. */
 const HEAP_SIZE_FLAGS = ['--initial-old-space-size', '--initial_old_space_size', '--initial-heap-size', '--initial_heap_size'];
 
+/** True when node's flags `flags` already set the old generation's initial size (the floor or their own). */
+export function sizesHeap(flags: readonly string[]): boolean {
+  return flags.some((a) => HEAP_SIZE_FLAGS.some((f) => a === f || a.startsWith(`${f}=`)));
+}
+
 /** What the decision reads from the process. */
 export interface HeapFloorInput {
   /** `process.argv`: node, the script, the command and its flags. */
@@ -79,7 +84,7 @@ export function heapFloorRelaunch(input: HeapFloorInput): HeapFloorRelaunch | un
   const [, script, command, ...rest] = input.argv;
   if (script === undefined || command === undefined || !HEAP_FLOOR_COMMANDS.has(command)) return undefined;
   if (rest.includes('--help') || rest.includes('-h')) return undefined;
-  if (input.execArgv.some((a) => HEAP_SIZE_FLAGS.some((f) => a === f || a.startsWith(`${f}=`)))) return undefined;
+  if (sizesHeap(input.execArgv)) return undefined;
   const floorMb = heapFloorMb(input.env);
   if (floorMb === 0 || !input.canExecve) return undefined;
   return { file: input.execPath, args: [input.execPath, ...input.execArgv, `${HEAP_FLOOR_FLAG}=${floorMb}`, script, command, ...rest], floorMb };

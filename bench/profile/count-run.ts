@@ -7,10 +7,10 @@
  *
  * `KSP_PROFILE_NODE_ARGS` adds `node` flags for the proxy (e.g. "--no-memory-reducer").
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { clockTicksPerSecond } from '../proc-cpu.js';
+import { sampleThreads, threadSecondsBetween } from '../proc-cpu.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeKubeconfig } from '../../src/kubeconfig.js';
@@ -20,35 +20,6 @@ import { measureTransfer, type Direction } from '../kubectl-throughput.js';
 import { startDevClusterProcess, startNodeScript, startProxyProcess } from '../servers.js';
 
 const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
-
-/** utime+stime ticks of each thread of `pid`, by thread id, with 'main thread' or 'other threads'. */
-function threadTicks(pid: number): Map<string, { name: string; ticks: number }> {
-  const out = new Map<string, { name: string; ticks: number }>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const line = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const f = line.slice(line.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
-      // Every thread of node is named "node": tell the main (event-loop) thread from the rest (V8's
-      // GC and compiler workers, libuv's pool) by id.
-      const name = tid === String(pid) ? 'main thread' : 'other threads';
-      out.set(tid, { name, ticks: Number(f[11]) + Number(f[12]) }); // fields 14, 15: utime, stime
-    } catch {
-      // the thread ended
-    }
-  }
-  return out;
-}
-
-/** CPU seconds per thread kind between two samples (threads that started in between count from 0). */
-function threadSeconds(before: Map<string, { name: string; ticks: number }>, after: Map<string, { name: string; ticks: number }>): Map<string, number> {
-  const hz = clockTicksPerSecond();
-  const byName = new Map<string, number>();
-  for (const [tid, a] of after) {
-    const d = a.ticks - (before.get(tid)?.ticks ?? 0);
-    byName.set(a.name, (byName.get(a.name) ?? 0) + d / hz);
-  }
-  return byName;
-}
 
 async function main(): Promise<void> {
   const [preload, direction = 'stdin', bytes = '100000000', base] = process.argv.slice(2);
@@ -69,10 +40,10 @@ async function main(): Promise<void> {
   try {
     const kubeconfig = join(work, 'kubeconfig');
     writeKubeconfig(kubeconfig, { server: proxy.url, name: 'count' });
-    const t0 = threadTicks(proxy.pid);
+    const t0 = sampleThreads(proxy.pid);
     const r = await measureTransfer({ bin: findKubectl(CLIENT.version), kubeconfig, env: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' }, direction: direction as Direction, bytes: Number(bytes), timeoutMs: 120_000 });
-    const perThread = threadSeconds(t0, threadTicks(proxy.pid));
-    console.log(`${direction} ${bytes} bytes in ${r.wallMs.toFixed(0)} ms; proxy CPU-s by thread: ${[...perThread].map(([n, sec]) => `${n} ${sec.toFixed(2)}`).join(', ')}`);
+    const perThread = threadSecondsBetween(t0, sampleThreads(proxy.pid));
+    console.log(`${direction} ${bytes} bytes in ${r.wallMs.toFixed(0)} ms; proxy CPU-s by thread: main thread ${perThread.main.toFixed(2)}, other threads ${perThread.other.toFixed(2)}`);
   } finally {
     await proxy.close();
     await cluster.close();

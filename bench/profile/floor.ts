@@ -18,16 +18,17 @@
  * by kind (perf_hooks) and prints the counts after each transfer.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { HEAP_FLOOR_ENV } from '../../src/heap-floor.js';
 import { writeKubeconfig } from '../../src/kubeconfig.js';
 import { FORCE_SPDY_ENV, findKubectl } from '../../test/helpers/kubectl.js';
 import { CLIENT } from '../harness.js';
 import { measureTransfer, type Direction } from '../kubectl-throughput.js';
-import { clockTicksPerSecond } from '../proc-cpu.js';
+import { sampleThreads, threadSecondsBetween } from '../proc-cpu.js';
 import { benchScriptPath, startDevClusterProcess, startNodeScript, type ServerProcess } from '../servers.js';
 
 /** bin/kube-stream-proxy.js, from dist/bench/profile/. */
@@ -51,27 +52,8 @@ const VARIANTS: Variant[] = [
   ...[64, 128, 256].map((mb) => ({ key: `import-old${mb}`, script: benchScriptPath('profile/heavy-bare-relay'), env: { KSP_HEAVY_MODE: 'import' }, nodeArgs: [`--initial-old-space-size=${mb}`] })),
   { key: 'import-rt-old256', script: benchScriptPath('profile/heavy-bare-relay'), env: { KSP_HEAVY_MODE: 'import', KSP_V8_FLAGS: '--initial-old-space-size=256' } },
   // `KSP_HEAP_FLOOR_MB=0`: no floor and no re-execution by the CLI (src/heap-floor.ts).
-  ...[0, 128, 256].map((mb) => ({ key: `translation-old${mb}`, script: CLI, proxy: true, ...(mb ? { nodeArgs: [`--initial-old-space-size=${mb}`] } : { env: { KSP_HEAP_FLOOR_MB: '0' } }) })),
+  ...[0, 128, 256].map((mb) => ({ key: `translation-old${mb}`, script: CLI, proxy: true, ...(mb ? { nodeArgs: [`--initial-old-space-size=${mb}`] } : { env: { [HEAP_FLOOR_ENV]: '0' } }) })),
 ];
-
-/** utime+stime seconds of the main thread and of the other threads of `pid`. */
-function threads(pid: number): { main: number; other: number } {
-  const hz = clockTicksPerSecond();
-  let main = 0;
-  let other = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const line = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const f = line.slice(line.lastIndexOf(')') + 2).split(' ');
-      const s = (Number(f[11]) + Number(f[12])) / hz;
-      if (tid === String(pid)) main += s;
-      else other += s;
-    } catch {
-      // the thread ended
-    }
-  }
-  return { main, other };
-}
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -112,10 +94,10 @@ async function main(): Promise<void> {
       if (perf) await new Promise((res) => setTimeout(res, 300)); // perf attaches
       const kubeconfig = join(work, `kubeconfig-${v.key}`);
       writeKubeconfig(kubeconfig, { server: p.url, name: v.key });
-      const t0 = threads(p.pid);
+      const t0 = sampleThreads(p.pid);
       const r = await measureTransfer({ bin, kubeconfig, env: v.proxy ? { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' } : { ...FORCE_SPDY_ENV }, direction, bytes, timeoutMs: 120_000 });
       await new Promise((res) => setTimeout(res, 200)); // let the relay's close callbacks run
-      const t1 = threads(p.pid);
+      const t1 = threadSecondsBetween(t0, sampleThreads(p.pid));
       if (process.env.KSP_GC_STATS) {
         process.kill(p.pid, 'SIGUSR2');
         await new Promise((res) => setTimeout(res, 200));
@@ -130,7 +112,7 @@ async function main(): Promise<void> {
         perf.kill('SIGINT');
         await exited;
       }
-      return { main: t1.main - t0.main, other: t1.other - t0.other, wallMs: r.wallMs };
+      return { ...t1, wallMs: r.wallMs };
     };
     // One warm-up transfer per variant and direction.
     for (const d of directions) for (const v of chosen) await transfer(v, d);
