@@ -17,6 +17,7 @@ import {
   withForwardedHeaders,
   type HeaderPair,
 } from '../proxy/forwarded-headers.js';
+import { framingHeaders, requestFraming, type RequestFraming } from '../proxy/request-framing.js';
 import { UpstreamUnreachableError, statusForError } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
 import { routeOf, type Route } from '../src/routing/route.js';
@@ -52,32 +53,48 @@ function isDisguisedPodStream(url: string): boolean {
 /** kube-aggregator's answer to a backend redirect (`RejectForwardingRedirects`). */
 export const REDIRECT_REFUSED = 'the backend attempted to redirect this request, which is not permitted';
 
-/** Upstream request headers for a plain request: client's lines minus hop-by-hop, plus ours. */
-function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, route: Route, auth: AuthHeaders): HeaderPair[] {
-  let pairs = stripHopByHop(pairsFromRaw(req.rawHeaders)).filter(([n]) => n.toLowerCase() !== 'host');
+/**
+ * Upstream request headers for a plain request: the client's lines minus hop-by-hop ones and its own
+ * framing, plus ours, the framing last (request-framing.ts: the body goes up exactly as it was read).
+ */
+function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, route: Route, auth: AuthHeaders, framing: RequestFraming): HeaderPair[] {
+  let pairs = stripHopByHop(pairsFromRaw(req.rawHeaders)).filter(([n]) => !CLIENT_LINES_REPLACED.has(n.toLowerCase()));
   pairs = withForwardedHeaders(pairs, clientInfo(req, deps.proto));
   pairs = setHeaders(pairs, auth);
-  return [['Host', route.host], ...pairs];
+  return [['Host', route.host], ...pairs, ...framingHeaders(framing, req.method ?? 'GET')];
 }
+
+/** Client lines the proxy always replaces with its own: the upstream's `Host` and the body's framing. */
+const CLIENT_LINES_REPLACED: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding']);
 
 /** Send a plain request along its route and stream the answer back (also used by routes that serve some paths themselves). */
 export async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: HandlerDeps): Promise<FastifyReply> {
   const req = request.raw;
+  const framing = requestFraming(req.headers);
+  if ('refuse' in framing) {
+    // The body cannot be read as the client meant it, so neither can what follows it: close.
+    reply.header('connection', 'close');
+    return sendStatus(reply, framing.refuse);
+  }
   // The backend and the identity to present there (the caller's own credentials in passthrough).
   const route = routeOf(req, deps.upstream);
   const auth = await route.callerAuthHeaders();
   const upstreamReq = route.request({
     method: req.method ?? 'GET',
     path: route.target(req.url ?? '/'),
-    headers: rawFromPairs(upstreamHeaders(req, deps, route, auth)),
+    headers: rawFromPairs(upstreamHeaders(req, deps, route, auth, framing)),
   });
   const responded = new Promise<IncomingMessage>((resolve, reject) => {
     upstreamReq.once('response', resolve);
     upstreamReq.once('error', reject);
   });
   // Stream the body up as it arrives. Not pipeline(): an upstream failure must not destroy the
-  // client's request, whose connection still has to carry our 503.
-  req.pipe(upstreamReq);
+  // client's request, whose connection still has to carry our 503. A request without a body writes
+  // nothing after its head.
+  if (framing.kind === 'none') {
+    req.resume();
+    upstreamReq.end();
+  } else req.pipe(upstreamReq);
   const clientGone = (): void => {
     if (!reply.raw.writableFinished) upstreamReq.destroy();
   };

@@ -48,16 +48,23 @@ export function connectionTokens(pairs: readonly HeaderPair[]): Set<string> {
 }
 
 /**
- * Remove hop-by-hop headers and the ones `Connection` names. `keep(lowerName)` may spare a header
- * that `Connection` names (the upgrade path keeps `X-Stream-Protocol-Version` and `Sec-WebSocket-*`
- * whatever the client listed).
+ * End-to-end headers that `Connection` may never remove: the message's framing and its `Host`. A
+ * `Connection: Content-Length` would otherwise strip the length of a body the parser has already
+ * framed by it, and the body would go on unframed (docs/security.md, "Request framing and smuggling").
+ */
+export const NEVER_CONNECTION_NAMED: ReadonlySet<string> = new Set(['content-length', 'host']);
+
+/**
+ * Remove hop-by-hop headers and the ones `Connection` names (never {@link NEVER_CONNECTION_NAMED}).
+ * `keep(lowerName)` may spare a header that `Connection` names (the upgrade path keeps
+ * `X-Stream-Protocol-Version` and `Sec-WebSocket-*` whatever the client listed).
  */
 export function stripHopByHop(pairs: readonly HeaderPair[], keep: (lowerName: string) => boolean = () => false): HeaderPair[] {
   const named = connectionTokens(pairs);
   return pairs.filter(([name]) => {
     const lower = name.toLowerCase();
     if (HOP_BY_HOP_HEADERS.has(lower)) return false;
-    return !named.has(lower) || keep(lower);
+    return !named.has(lower) || keep(lower) || NEVER_CONNECTION_NAMED.has(lower);
   });
 }
 

@@ -1,9 +1,10 @@
 /**
  * UpgradeAwareProxy: the byte-passthrough path for SPDY and WebSocket upgrades, after apimachinery's
  * `UpgradeAwareHandler.tryUpgrade`. It dials the upstream itself (HTTP/1.1 only), writes the request
- * head plus any bytes the client already sent, reads the upstream's response head with every byte
- * kept, and then either splices the two sockets (101), replays the upstream's error verbatim (≥ 400)
- * or answers a Kubernetes Status. The client socket is already hijacked: every answer is raw bytes.
+ * head (nothing more: bytes the client sent after it wait for the 101), reads the upstream's response
+ * head with every byte kept, and then either splices the two sockets (101, the client's early bytes
+ * first), replays the upstream's error verbatim (≥ 400, the connection then closed) or answers a
+ * Kubernetes Status. The client socket is already hijacked: every answer is raw bytes.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -90,10 +91,10 @@ export class UpgradeAwareProxy {
       clientSocket: socket,
       timeoutMs: this.#options.responseTimeoutMs,
       ...(this.#options.maxResponseHeadBytes !== undefined ? { maxHeadBytes: this.#options.maxResponseHeadBytes } : {}),
-      request: (auth) => {
-        const requestBytes = requestHead(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth, upstream.host));
-        return head.length > 0 ? Buffer.concat([requestBytes, head]) : requestBytes;
-      },
+      // The request head only. Bytes the client sent after it (`head`) belong to the new protocol and
+      // leave only once the upstream has said 101: before that, an upstream that answers anything else
+      // on a kept-alive connection would read them as the next request, on the proxy's credentials.
+      request: (auth) => requestHead(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth, upstream.host)),
     });
     switch (exchange.kind) {
       case 'client-gone':
@@ -104,7 +105,7 @@ export class UpgradeAwareProxy {
         return { kind: 'error', statusCode: status.code ?? 500, error: exchange.error };
       }
       case 'answered':
-        return this.#answer(req, socket, exchange.upstreamSocket, exchange.response);
+        return this.#answer(req, socket, exchange.upstreamSocket, exchange.response, head);
     }
   }
 
@@ -118,7 +119,7 @@ export class UpgradeAwareProxy {
     return [['Host', host], ...pairs, ['Connection', 'Upgrade'], ...upgradeLines];
   }
 
-  #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Duplex, response: CompleteResponseHead): UpgradeOutcome {
+  #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Duplex, response: CompleteResponseHead, early: Buffer): UpgradeOutcome {
     const { head } = response;
     const raw = response.rest.length > 0 ? Buffer.concat([response.headBytes, response.rest]) : response.headBytes;
     if (head.statusCode === 101) {
@@ -132,6 +133,8 @@ export class UpgradeAwareProxy {
         return { kind: 'error', statusCode: 500, error };
       }
       socket.write(raw);
+      // The 101 is in: the client's early bytes are the upgraded stream's first bytes.
+      if (early.length > 0) upstreamSocket.write(early);
       return { kind: 'upgraded', statusCode: 101, splice: spliceSockets(socket, upstreamSocket, { maxBytesPerSec: this.#options.maxBytesPerSec }) };
     }
     if (head.statusCode >= 400) {

@@ -21,7 +21,10 @@ export interface UpgradeExchange {
   timeoutMs: number;
   /** Cap on the response head's bytes. */
   maxHeadBytes?: number;
-  /** The bytes to send: request head (and any early client bytes), given the upstream's auth headers. */
+  /**
+   * The request head to send, given the upstream's auth headers: the head only, never bytes the client
+   * sent after it (those wait for the 101; see `UpgradeAwareProxy`).
+   */
   request(auth: AuthHeaders): Buffer;
 }
 

@@ -22,7 +22,7 @@ import { Registry } from 'prom-client';
 import { attachRoutes } from '../handlers/attach.js';
 import { execRoutes } from '../handlers/exec.js';
 import type { HandlerDeps } from '../handlers/handler-deps.js';
-import { healthRoutes, HEALTH_PATHS, type ReadinessCheck } from '../handlers/health.js';
+import { healthRoutes, HEALTH_PATHS, isOwnRequest, OWN_PATHS, type ReadinessCheck } from '../handlers/health.js';
 import { portforwardRoutes } from '../handlers/portforward.js';
 import { reverseProxyRoutes } from '../handlers/reverse-proxy.js';
 import { apiServiceRoutes } from '../handlers/apiservices.js';
@@ -48,8 +48,9 @@ import { AgentListener } from './tunnel/agent-listener.js';
 import { AgentRegistry } from './tunnel/agent-registry.js';
 import { rewriteClusterUrl } from './tunnel/cluster-path.js';
 import { ClusterResolver } from './tunnel/cluster-resolver.js';
+import { InFlightResponses } from './in-flight-responses.js';
 import { createMetrics, type HandlerLabel } from './metrics.js';
-import { errorStatus } from './status.js';
+import { errorStatus, type V1Status } from './status.js';
 import { StreamingSessions } from './streaming-sessions.js';
 import { UpstreamProbe } from './upstream-probe.js';
 
@@ -132,6 +133,22 @@ function handlerOf(url: string | undefined): HandlerLabel {
   return 'proxy';
 }
 
+/**
+ * True for an origin-form request-target (`/path?query`, RFC 9112 §3.2.1), the only form a client of
+ * an API server sends. Absolute-form (`http://host/path`), authority-form (`host:port`) and
+ * asterisk-form (`*`) are refused before anything else looks at the request: routing, the
+ * authorization attributes and the kubelet locator all read the path, and would miss one whose
+ * target starts with a scheme.
+ */
+export function isOriginForm(url: string | undefined): boolean {
+  return url !== undefined && url.startsWith('/');
+}
+
+/** The 400 Status of a request-target that is not origin-form. */
+function notOriginFormStatus(): V1Status {
+  return errorStatus(400, 'the request-target must be in origin form: a path starting with "/"', 'BadRequest');
+}
+
 /** The answer to a request Node's HTTP parser refused: a Status (431 for an oversized head, else 400), then close. */
 function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || !socket.writable) {
@@ -148,6 +165,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
 /** Build the app (routes, hooks, upgrade routing) without listening. */
 export async function buildServer(config: ProxyConfig, options: ServerOptions = {}): Promise<FastifyInstance> {
   const registry = options.registry ?? new Registry();
+  const inFlight = new InFlightResponses();
   const metrics = createMetrics(registry);
   const sessions = new StreamingSessions(metrics);
   let closing = false;
@@ -170,7 +188,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     connectionTimeout: 0,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Clusters behind agents: `/clusters/NAME/…` loses its prefix before routing (src/tunnel/cluster-path.ts).
-    ...(config.agents ? { rewriteUrl: (req: IncomingMessage) => rewriteClusterUrl(req, [...HEALTH_PATHS, '/metrics']) } : {}),
+    ...(config.agents ? { rewriteUrl: (req: IncomingMessage) => rewriteClusterUrl(req, OWN_PATHS) } : {}),
     // A request Node's parser rejects (conflicting Content-Length/Transfer-Encoding, oversized or broken
     // head) or a URL that does not decode gets a Kubernetes Status, as from the apiserver, not Fastify's JSON.
     clientErrorHandler: (err, socket) => answerClientError(err, socket),
@@ -182,9 +200,16 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
       // attributed to their bundle by the authenticator; a connection without one is still served.
       const trusted = [config.security?.clientCa, config.security?.requestHeader?.caPem].filter((b): b is Buffer => b !== undefined);
       const clientCerts = trusted.length > 0 ? { ca: trusted, requestCert: true, rejectUnauthorized: false } : {};
+      const guarded = (req: IncomingMessage, res: ServerResponse): void => {
+        inFlight.track(req, res);
+        if (isOriginForm(req.url)) return handler(req, res);
+        const body = JSON.stringify(notOriginFormStatus());
+        res.writeHead(400, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
+        res.end(body);
+      };
       const server = config.tls
-        ? createHttpsServer({ cert: config.tls.cert, key: config.tls.key, ...clientCerts }, handler)
-        : createHttpServer(handler);
+        ? createHttpsServer({ cert: config.tls.cert, key: config.tls.key, ...clientCerts }, guarded)
+        : createHttpServer(guarded);
       // https.Server is a tls.Server, not an http.Server, but offers the same events Fastify uses.
       return server as unknown as Server;
     },
@@ -218,14 +243,10 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   for (const warning of security?.warnings ?? []) app.log.warn({}, warning);
   const requestHeader = security?.requestHeader;
   const lower = (xs: readonly string[]): string[] => xs.map((x) => x.toLowerCase());
-  const ownPaths = [...HEALTH_PATHS, '/metrics'];
   // The Origin policy comes first: a refused WebSocket upgrade costs no TokenReview and reaches no upstream.
   app.addHook(
     'onRequest',
-    createWebSocketOriginHook({
-      allowed: config.websocketAllowedOrigins ?? DEFAULT_WEBSOCKET_ALLOWED_ORIGINS,
-      clientCertificates: security?.authn === 'impersonate' && security.clientCa !== undefined,
-    }),
+    createWebSocketOriginHook({ allowed: config.websocketAllowedOrigins ?? DEFAULT_WEBSOCKET_ALLOWED_ORIGINS }),
   );
   const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet, app.log) : undefined;
   if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
@@ -261,7 +282,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
       // Front-proxy lines are never forwarded: the defaults always, plus any configured names.
       requestHeaderNames: lower([...DEFAULT_USERNAME_HEADERS, ...DEFAULT_UID_HEADERS, ...DEFAULT_GROUP_HEADERS, ...(requestHeader?.usernameHeaders ?? []), ...(requestHeader?.groupHeaders ?? [])]),
       requestHeaderPrefixes: lower([...DEFAULT_EXTRA_HEADER_PREFIXES, ...(requestHeader?.extraHeaderPrefixes ?? [])]),
-      ownPaths,
+      isOwnRequest,
+      ...(config.websocketAllowedOrigins ? { allowedOrigins: config.websocketAllowedOrigins } : {}),
       ...(api && security?.authn === 'impersonate'
         ? {
             ...reviewersOf(api),
@@ -275,7 +297,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     }),
   );
   const fallback: Route = primary ?? unavailableRoute('no default upstream');
-  app.addHook('onRequest', router.hook(ownPaths));
+  app.addHook('onRequest', router.hook(isOwnRequest));
 
   const deps: HandlerDeps = {
     upgradeProxy: new UpgradeAwareProxy({
@@ -307,6 +329,14 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     // Node removed its own listeners from the socket; without one, a reset would be uncaught.
     socket.on('error', (err) => app.log.debug({ err }, 'client socket error'));
+    // Pipelined behind plain requests: answer only once their answers are written.
+    inFlight.whenIdle(socket, () => onUpgrade(req, socket, head));
+  });
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    if (!isOriginForm(req.url)) {
+      closeAfterAnswer(socket, notOriginFormStatus());
+      return;
+    }
     // Node skips its Host check (requireHostHeader) for upgrade requests; Go's net/http does not.
     if (req.httpVersion === '1.1' && req.headers.host === undefined) {
       closeAfterAnswer(socket, errorStatus(400, 'missing required Host header', 'BadRequest'));
@@ -329,7 +359,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     // If a hook or handler answers through Fastify instead of hijacking, close after that answer.
     res.once('finish', () => closeAfterAnswer(socket));
     app.routing(req, res);
-  });
+  };
   states.set(app, { sessions, ...(agentListener ? { agentListener } : {}), ...(agents ? { agents } : {}) });
   return app;
 }

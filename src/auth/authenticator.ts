@@ -21,11 +21,6 @@ export interface Authenticated {
   method: AuthenticationMethod;
   /** True when the caller is a verified front proxy (its X-Remote-* lines were honoured). */
   frontProxy: boolean;
-  /**
-   * When the token came in the WebSocket subprotocol list: the other protocols, which the request's
-   * `Sec-WebSocket-Protocol` must be reduced to (the token is never passed on).
-   */
-  websocketProtocols?: string[];
 }
 
 /** What the authenticator checks against. */
@@ -82,7 +77,7 @@ export class Authenticator {
       if (ws.error !== undefined) throw new UnauthorizedError(ws.error);
       if (ws.token !== undefined) {
         const result = await this.#c.tokens.review(ws.token);
-        if (result.authenticated) return { user: withAuthenticatedGroup(result.user), method: 'token', frontProxy: false, websocketProtocols: ws.protocols };
+        if (result.authenticated) return { user: withAuthenticatedGroup(result.user), method: 'token', frontProxy: false };
       }
     }
     throw new UnauthorizedError('Unauthorized');

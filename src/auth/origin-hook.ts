@@ -1,7 +1,9 @@
 /**
- * The Fastify `onRequest` hook enforcing the WebSocket Origin policy (`websocket-origin.ts`). It is
- * added before the authentication hook, so a refused origin costs no TokenReview and reaches no
- * upstream; upgrades are routed through Fastify (`src/server.ts`), so it sees every one of them.
+ * The Fastify `onRequest` hook enforcing the WebSocket Origin policy's explicit list
+ * (`websocket-origin.ts`, rule 2). It is added before the authentication hook, so an unlisted origin
+ * costs no TokenReview and reaches no upstream; upgrades are routed through Fastify (`src/server.ts`),
+ * so it sees every one of them. The client-certificate rule needs the authenticated caller and is
+ * applied by the authentication hook (`request-auth.ts`).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sendStatus } from '../../handlers/status-reply.js';

@@ -11,7 +11,8 @@
  *   (`src/routing/`), which presents it to the backend its route leads to. The reviews go where the
  *   request's route leads (`reviewersFor`): a cluster behind an agent reviews its own callers.
  *
- * The proxy's own endpoints (`/healthz`, `/livez`, `/readyz`, `/metrics`) are not authenticated.
+ * The proxy's own endpoints (GET and HEAD on `/healthz`, `/livez`, `/readyz`, `/metrics`) are not
+ * authenticated; every other method on those paths is, and goes upstream like any request.
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -23,7 +24,8 @@ import { AuthorizationError, ForbiddenError, type Authorizer } from './authorize
 import type { Reviewers } from './reviewers.js';
 import { ImpersonationHeaderError, parseImpersonation, stripIdentityHeaders, type StripOptions } from './identity-headers.js';
 import { impersonate } from './impersonation.js';
-import { withWebSocketProtocols } from './websocket-bearer.js';
+import { BEARER_PROTOCOL_PREFIX, websocketBearer, withWebSocketProtocols } from './websocket-bearer.js';
+import { checkWebSocketOrigin, DEFAULT_WEBSOCKET_ALLOWED_ORIGINS, type AllowedOrigins } from './websocket-origin.js';
 import type { UserInfo } from './user-info.js';
 
 /** `--authn`. */
@@ -35,8 +37,8 @@ export interface RequestAuthOptions {
   /** Lower-case front-proxy header names and prefixes, dropped from every request. */
   requestHeaderNames: readonly string[];
   requestHeaderPrefixes: readonly string[];
-  /** Paths served by the proxy itself, never authenticated. */
-  ownPaths: readonly string[];
+  /** Requests the proxy serves itself, never authenticated (GET and HEAD on its own paths: `isOwnRequest`). */
+  isOwnRequest: (req: IncomingMessage) => boolean;
   /** impersonate mode only: the reviewers of the proxy's own API. */
   authenticator?: Authenticator;
   authorizer?: Authorizer;
@@ -46,6 +48,11 @@ export interface RequestAuthOptions {
    * cluster is unavailable); undefined = {@link authenticator} and {@link authorizer}.
    */
   reviewersFor?: (req: IncomingMessage) => Reviewers | { refuse: V1Status } | undefined;
+  /**
+   * `--websocket-allowed-origins` (impersonate mode): a cross-origin WebSocket upgrade whose caller was
+   * authenticated by a client certificate must come from a listed origin (`websocket-origin.ts`, rule 3).
+   */
+  allowedOrigins?: AllowedOrigins;
   log?: { warn(obj: object, msg: string): void };
 }
 
@@ -64,14 +71,28 @@ export function stripRequestIdentity(req: IncomingMessage, o: StripOptions): voi
   for (const name of removed) delete req.headers[name];
 }
 
+/**
+ * Remove every bearer-token entry from the request's subprotocol list, however the caller was
+ * authenticated (by that token, kube-apiserver's ProtocolAuthenticator removes it too; by a
+ * certificate or `Authorization`, the entry was never checked): the proxy acts on its own credentials
+ * upstream, and a caller's token is never passed on.
+ */
+function stripSubprotocolTokens(req: IncomingMessage): void {
+  const lines = req.headers['sec-websocket-protocol'];
+  if (lines === undefined || !lines.includes(BEARER_PROTOCOL_PREFIX)) return;
+  const { protocols } = websocketBearer(req.rawHeaders);
+  req.rawHeaders.splice(0, req.rawHeaders.length, ...withWebSocketProtocols(req.rawHeaders, protocols));
+  if (protocols.length > 0) req.headers['sec-websocket-protocol'] = protocols.join(', ');
+  else delete req.headers['sec-websocket-protocol'];
+}
+
 /** Build the `onRequest` hook. */
 export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyRequest, res: FastifyReply) => Promise<FastifyReply | undefined> {
   const passthroughStrip: StripOptions = { authorization: false, impersonation: false, requestHeaderNames: o.requestHeaderNames, requestHeaderPrefixes: o.requestHeaderPrefixes };
   const impersonateStrip: StripOptions = { ...passthroughStrip, authorization: true, impersonation: true };
   return async (request, res) => {
     const req = request.raw;
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
-    if (o.ownPaths.includes(path)) return undefined;
+    if (o.isOwnRequest(req)) return undefined;
     if (o.mode === 'passthrough') {
       stripRequestIdentity(req, passthroughStrip);
       return undefined;
@@ -84,10 +105,10 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
     try {
       const caller = await authenticator.authenticate(req);
       user = caller.user;
-      if (caller.websocketProtocols) {
-        // The token leaves the subprotocol list (kube-apiserver's ProtocolAuthenticator does the same).
-        req.rawHeaders.splice(0, req.rawHeaders.length, ...withWebSocketProtocols(req.rawHeaders, caller.websocketProtocols));
-        req.headers['sec-websocket-protocol'] = caller.websocketProtocols.join(', ');
+      const originRefusal = checkWebSocketOrigin(req, { allowed: o.allowedOrigins ?? DEFAULT_WEBSOCKET_ALLOWED_ORIGINS, authenticatedBy: caller.method });
+      if (originRefusal) {
+        request.log.info({ origin: req.headers.origin, url: req.url }, 'WebSocket upgrade refused by the Origin policy');
+        return sendStatus(res, originRefusal);
       }
       const asked = parseImpersonation(req.rawHeaders);
       if (asked) user = await impersonate(caller.user, asked, authorizer);
@@ -106,6 +127,7 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
       return sendStatus(res, errorStatus(401, 'Unauthorized', 'Unauthorized'));
     }
     stripRequestIdentity(req, impersonateStrip);
+    stripSubprotocolTokens(req);
     users.set(req, user);
     return undefined;
   };

@@ -7,18 +7,21 @@
  *
  * Rules, in order, for WebSocket upgrades only (`Connection: upgrade`, `Upgrade: websocket`):
  * 1. No `Origin` (kubectl, client libraries): allowed.
- * 2. An explicit list: an `Origin` not in it is refused.
- * 3. Client-certificate authentication on and no bearer token in the request (neither
- *    `Authorization: Bearer` nor the subprotocol token): a cross-origin request (its `Origin`'s host
- *    differs from `Host`, gorilla's `checkSameOrigin`) is refused unless the origin is listed
- *    explicitly — `*` does not count.
- * Refusals are 403 Forbidden, before any authentication or upstream work. Pure.
+ * 2. An explicit list: an `Origin` not in it is refused. Checked before authentication (no
+ *    TokenReview, nothing upstream).
+ * 3. A caller that was AUTHENTICATED BY ITS CLIENT CERTIFICATE (`x509`, decided after
+ *    authentication, from how the caller actually authenticated): a cross-origin request (its
+ *    `Origin`'s host differs from `Host`, gorilla's `checkSameOrigin`) is refused unless the origin is
+ *    listed explicitly — `*` does not count. What else the request carries does not matter: a page
+ *    can add any subprotocol, a bogus `base64url.bearer.authorization.k8s.io.…` entry included, and
+ *    the certificate authenticates first (kube-apiserver's order), so such a token is never checked.
+ *    A front proxy's request-header identity is the front proxy's decision and is not refused here.
+ * Refusals are 403 Forbidden. Pure.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { ConfigError } from '../errors.js';
 import { errorStatus, type V1Status } from '../status.js';
-import { bearerToken } from './token-review.js';
-import { websocketBearer } from './websocket-bearer.js';
+import type { AuthenticationMethod } from './user-info.js';
 
 /** `--websocket-allowed-origins`: `*` (any origin), or exact origins (`https://console.example.com`). */
 export type AllowedOrigins = '*' | readonly string[];
@@ -32,8 +35,11 @@ export const DEFAULT_WEBSOCKET_ALLOWED_ORIGINS: AllowedOrigins = '*';
 /** What the policy checks against. */
 export interface WebSocketOriginPolicy {
   allowed: AllowedOrigins;
-  /** Client certificates authenticate callers (`--client-ca-file`, impersonate mode). */
-  clientCertificates: boolean;
+  /**
+   * How the caller was authenticated, once it is known (impersonate mode, after the authenticator);
+   * absent before authentication, when only rules 1 and 2 apply.
+   */
+  authenticatedBy?: AuthenticationMethod;
 }
 
 /** The request facts the policy reads. */
@@ -94,8 +100,6 @@ export function checkWebSocketOrigin(req: OriginRequest, policy: WebSocketOrigin
   const origin = normalizeOrigin(raw);
   const listed = policy.allowed !== '*' && policy.allowed.includes(origin);
   if (policy.allowed !== '*' && !listed) return refused(raw, 'not in --websocket-allowed-origins');
-  if (!policy.clientCertificates || listed || isSameOrigin(origin, req.headers.host)) return undefined;
-  const hasBearer = bearerToken(typeof req.headers.authorization === 'string' ? req.headers.authorization : undefined) !== undefined || websocketBearer(req.rawHeaders).token !== undefined;
-  if (hasBearer) return undefined;
-  return refused(raw, 'a cross-origin request without a bearer token must come from an origin listed in --websocket-allowed-origins when client certificates authenticate');
+  if (policy.authenticatedBy !== 'x509' || listed || isSameOrigin(origin, req.headers.host)) return undefined;
+  return refused(raw, 'a cross-origin request authenticated by a client certificate must come from an origin listed in --websocket-allowed-origins');
 }

@@ -118,13 +118,12 @@ export class Router {
 
   /**
    * The `onRequest` hook (add it after the authentication hook): route the request, or answer the
-   * refusal. `ownPaths` are served by the proxy itself and never routed.
+   * refusal. Requests the proxy serves itself (`isOwnRequest`) are never routed.
    */
-  hook(ownPaths: readonly string[]): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
+  hook(isOwnRequest: (req: IncomingMessage) => boolean): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
     return async (request, reply) => {
       const req = request.raw;
-      const path = (req.url ?? '/').split('?')[0] ?? '/';
-      if (ownPaths.includes(path)) return undefined;
+      if (isOwnRequest(req)) return undefined;
       const decision = await this.resolve(req);
       if ('refuse' in decision) return sendStatus(reply, decision.refuse);
       setRoute(req, decision.route);

@@ -31,7 +31,7 @@ afterEach(async () => {
 });
 
 describe('UpgradeAwareProxy against a scripted upstream', () => {
-  it('relays a 101 and the first frame sent in the same TCP write intact, then copies both ways', async () => {
+  it('relays a 101 and the first frame sent in the same TCP write intact, the client\'s early bytes only after the 101, then copies both ways', async () => {
     const client = await RawClient.connect(proxy.url);
     const early = Buffer.from('early-client-bytes');
     client.socket.write(Buffer.concat([Buffer.from(spdyUpgradeRequest(), 'latin1'), early]));
@@ -43,15 +43,17 @@ describe('UpgradeAwareProxy against a scripted upstream', () => {
     expect(headValues(conn.head, 'upgrade')).toEqual(['SPDY/3.1']);
     expect(headValues(conn.head, 'host')).toEqual([`127.0.0.1:${upstream.port}`]);
     expect(headValues(conn.head, 'x-forwarded-for')).toEqual(['127.0.0.1']);
-    // Bytes the client sent with the request head went up with it.
+    // Bytes the client sent with the request head wait for the 101 (issue 25): the head went up alone.
+    expect(conn.rest).toEqual(Buffer.alloc(0));
     const upstreamSeen = new RawClientSink(conn.socket, conn.rest);
-    await upstreamSeen.atLeast(early.length);
-    expect(upstreamSeen.received.subarray(0, early.length)).toEqual(early);
 
     const answer = Buffer.concat([Buffer.from(SWITCHING, 'latin1'), SPDY_FRAME]);
     conn.socket.write(answer);
     const got = await client.atLeast(answer.length);
     expect(got).toEqual(answer);
+    // Then they are the upgraded stream's first bytes.
+    await upstreamSeen.atLeast(early.length);
+    expect(upstreamSeen.received.subarray(0, early.length)).toEqual(early);
 
     client.socket.write('ping-from-client');
     await upstreamSeen.atLeast(early.length + 16);

@@ -49,6 +49,8 @@ const invalidName = (field: 'namespace' | 'name', value: string, label: boolean)
   )}, closed`;
 const DISGUISED = '400 BadRequest "pods/exec, pods/attach and pods/portforward must be requested with GET or POST at /api/v1/namespaces/NAMESPACE/pods/NAME/SUBRESOURCE", closed';
 
+const ORIGIN_FORM = '400 BadRequest "the request-target must be in origin form: a path starting with \\"/\\"", closed';
+
 /** Fastify's own answer to a request Node's parser rejects: JSON, but not a Kubernetes Status. */
 const STATUS_400 = '400 Status BadRequest, closed';
 const STATUS_431 = '431 Status RequestHeaderFieldsTooLarge (Go answers 431 only past 1 MiB), closed';
@@ -96,6 +98,18 @@ export const HTTP_CASES: HttpCase[] = [
   { id: 'H37', title: 'smuggling via chunked body, then /livez', request: [head(POST(), HOST, 'Transfer-Encoding: chunked') + `${Buffer.byteLength(wsV5()).toString(16)}\r\n${wsV5()}\r\n0\r\n\r\n`, head('GET /livez HTTP/1.1', HOST)], answers: 2, expected: "400 BadRequest \"Upgrade request required\" + 200 text \"ok\"", basis: 'same' },
   { id: 'H38', title: 'bad chunk size after a refused exec POST', request: head(POST(), HOST, 'Transfer-Encoding: chunked') + 'zz\r\nhello\r\n0\r\n\r\n', expected: '400 BadRequest "Bad Request: HPE_INVALID_CHUNK_SIZE", closed', basis: 'answered, then the broken body ends the connection' },
   { id: 'H39', title: 'WebSocket v5 GET with `Transfer-Encoding: chunked`', request: head(GET(), ...WS_HEADERS, V5, 'Transfer-Encoding: chunked'), expected: '400 BadRequest "an upgrade request must not carry a body (Transfer-Encoding or a non-zero Content-Length)", closed', basis: 'ambiguous: Go treats the bytes after the head as frames, Node 26 swallows them as a chunked body (Node 20 does not): refused on every runtime, never lost' },
+
+  // ---- Request framing and smuggling (issue 25): nothing reaches the upstream unframed or before a 101 ----
+  // (Bodies framed on the way up are asserted on the upstream's side in test/security/smuggling.test.ts:
+  // a request answered by the upstream leaves a pooled keep-alive connection, which this fixture's
+  // descriptor check would count.)
+  { id: 'H75', title: 'absolute-form target `GET http://evil/api/v1/namespaces`', request: head('GET http://evil/api/v1/namespaces HTTP/1.1', HOST), expected: ORIGIN_FORM, basis: 'only origin-form reaches routing and authorization (stricter than Go, which routes the path)' },
+  { id: 'H76', title: 'absolute-form SPDY exec upgrade `POST http://evil/api/v1/…/exec`', request: spdy(`http://evil${path('command=cat&stdin=1&stdout=1')}`), expected: ORIGIN_FORM, basis: 'same: `podStreamAttributes` and the kubelet locator read the path' },
+  { id: 'H77', title: 'asterisk-form `OPTIONS * HTTP/1.1`', request: head('OPTIONS * HTTP/1.1', HOST), expected: ORIGIN_FORM, basis: 'same' },
+  { id: 'H78', title: '`Transfer-Encoding: gzip, chunked` (chunked last)', request: head(POST('/api/v1/namespaces/default/pods'), HOST, 'Transfer-Encoding: gzip, chunked') + '3\r\nabc\r\n0\r\n\r\n', expected: '501 NotImplemented "unsupported transfer encoding: \\"gzip, chunked\\"", closed', basis: 'Go net/http: 501 Unsupported transfer encoding; never re-framed without its coding' },
+  { id: 'H80', title: 'WebSocket upgrade on a path that is no upgrade endpoint, a request right behind its head', request: head('GET /version HTTP/1.1', ...WS_HEADERS) + head('DELETE /api/v1/namespaces/default/pods/demo HTTP/1.1', 'Host: x'), expected: '404 NotFound "the server could not find the requested resource", closed', basis: 'UpgradeAwareHandler: client bytes only after the 101; the upstream\'s answer relayed, then closed' },
+  { id: 'H81', title: '`POST /healthz` with an Upgrade header (not the proxy\'s own endpoint)', request: head('POST /healthz HTTP/1.1', ...WS_HEADERS, 'Content-Length: 0'), expected: '404 NotFound "the server could not find the requested resource", closed', basis: 'own endpoints are GET and HEAD only; anything else is routed (and, in impersonate mode, authenticated)' },
+  { id: 'H82', title: 'SPDY upgrade pipelined behind `GET /livez`', request: head('GET /livez HTTP/1.1', HOST) + head(POST(path('command=cat&stdin=1&stdout=1')), HOST, 'Connection: Upgrade', 'Upgrade: SPDY/3.1', 'X-Stream-Protocol-Version: v9.channel.k8s.io', 'Content-Length: 0'), answers: 2, expected: '200 text "ok" + 403 text "unable to upgrade: unable to negotiate protocol: client supports [v9.channel.k8s.io], server accepts [v4.channel.k8s.io ", closed', basis: 'answered after the request before it (ERR_HTTP_SOCKET_ASSIGNED took the proxy down before)' },
 
   // ---- Oversized and broken heads ----
   { id: 'H40', title: 'one 17 KiB header line', request: head(GET(), ...WS_HEADERS, V5, `X-Big: ${'a'.repeat(17 * 1024)}`), expected: '431 RequestHeaderFieldsTooLarge "Request Header Fields Too Large", closed', basis: '431 (Node limit 16 KiB; Go 1 MiB)' },

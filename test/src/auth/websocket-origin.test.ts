@@ -1,6 +1,7 @@
 /**
  * The WebSocket Origin policy as a table: the flag's syntax, and each rule (no Origin, the explicit
- * list, the client-certificate rule with its same-origin and bearer-token exceptions).
+ * list, and, once the caller is known, the client-certificate rule with its same-origin exception:
+ * a caller authenticated by its certificate is refused cross-origin whatever token it also carries).
  */
 import { describe, expect, it } from 'vitest';
 import { checkWebSocketOrigin, isSameOrigin, parseAllowedOrigins, type WebSocketOriginPolicy } from '../../../src/auth/websocket-origin.js';
@@ -35,10 +36,12 @@ describe('parseAllowedOrigins', () => {
 });
 
 describe('checkWebSocketOrigin', () => {
-  const any: WebSocketOriginPolicy = { allowed: '*', clientCertificates: false };
-  const listed: WebSocketOriginPolicy = { allowed: ['https://console.example'], clientCertificates: false };
-  const certs: WebSocketOriginPolicy = { allowed: '*', clientCertificates: true };
-  const certsListed: WebSocketOriginPolicy = { allowed: ['https://console.example'], clientCertificates: true };
+  const any: WebSocketOriginPolicy = { allowed: '*' };
+  const listed: WebSocketOriginPolicy = { allowed: ['https://console.example'] };
+  const certs: WebSocketOriginPolicy = { allowed: '*', authenticatedBy: 'x509' };
+  const certsListed: WebSocketOriginPolicy = { allowed: ['https://console.example'], authenticatedBy: 'x509' };
+  const byToken: WebSocketOriginPolicy = { allowed: '*', authenticatedBy: 'token' };
+  const byFrontProxy: WebSocketOriginPolicy = { allowed: '*', authenticatedBy: 'requestheader' };
 
   it.each([
     ['any origin with *', any, { ...WS, Origin: 'https://evil.example' }, undefined],
@@ -54,8 +57,12 @@ describe('checkWebSocketOrigin', () => {
     ['client certs: same origin, other case', certs, { ...WS, Origin: 'https://PROXY.example:6443' }, undefined],
     ['client certs: same host, other port', certs, { ...WS, Origin: 'https://proxy.example' }, 403],
     ['client certs: the null origin', certs, { ...WS, Origin: 'null' }, 403],
-    ['client certs: cross-origin with Authorization: Bearer', certs, { ...WS, Origin: 'https://evil.example', Authorization: 'Bearer t' }, undefined],
-    ['client certs: cross-origin with a subprotocol token', certs, { ...WS, Origin: 'https://evil.example', 'Sec-WebSocket-Protocol': `${token('t')}, v5.channel.k8s.io` }, undefined],
+    ['authenticated by a certificate: cross-origin with Authorization: Bearer too', certs, { ...WS, Origin: 'https://evil.example', Authorization: 'Bearer t' }, 403],
+    ['authenticated by a certificate: cross-origin with a subprotocol token too', certs, { ...WS, Origin: 'https://evil.example', 'Sec-WebSocket-Protocol': `${token('t')}, v5.channel.k8s.io` }, 403],
+    ['authenticated by a certificate: a bogus subprotocol token (issue 25)', certs, { ...WS, Origin: 'https://evil.example', 'Sec-WebSocket-Protocol': 'base64url.bearer.authorization.k8s.io.YQ, v4.channel.k8s.io' }, 403],
+    ['authenticated by a token: cross-origin', byToken, { ...WS, Origin: 'https://evil.example', Authorization: 'Bearer t' }, undefined],
+    ['authenticated by a front proxy: its decision', byFrontProxy, { ...WS, Origin: 'https://evil.example' }, undefined],
+    ['authenticated by a token: still an unlisted origin', { allowed: ['https://console.example'], authenticatedBy: 'token' } as WebSocketOriginPolicy, { ...WS, Origin: 'https://evil.example' }, 403],
     ['client certs: cross-origin with Basic credentials only', certs, { ...WS, Origin: 'https://evil.example', Authorization: 'Basic dTpw' }, 403],
     ['client certs: cross-origin listed explicitly', certsListed, { ...WS, Origin: 'https://console.example' }, undefined],
     ['client certs: no Origin (kubectl)', certs, WS, undefined],
