@@ -72,7 +72,7 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('kubectl kustomize manifes
 
   it('renders every object of the base, namespaced in kube-stream-proxy', () => {
     expect(objects.map((o) => o.kind).sort()).toEqual(
-      ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Namespace', 'NetworkPolicy', 'PodDisruptionBudget', 'Service', 'ServiceAccount', 'ServiceMonitor'].sort(),
+      ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Namespace', 'NetworkPolicy', 'PodDisruptionBudget', 'PrometheusRule', 'Service', 'ServiceAccount', 'ServiceMonitor'].sort(),
     );
     for (const o of objects.filter((o) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind))) {
       expect(o.metadata.namespace, o.kind).toBe('kube-stream-proxy');
