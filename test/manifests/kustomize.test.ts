@@ -7,6 +7,10 @@
  * Issue 14 (clusters behind agents): `manifests/agent/` (the agent's Deployment, service account and
  * least-privilege RBAC) and the Component `manifests/proxy-agents/` (the proxy's agent listener and
  * its headless Service) render, use only flags the built CLI's `--help` lists, and agree with each other.
+ *
+ * Issue 24: the base also renders the PrometheusRule (its rules: alert-rules.test.ts), and the
+ * Component `manifests/autoscaling/` adds the HorizontalPodAutoscaler. Every object's schema:
+ * manifest-schema.test.ts.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -72,7 +76,7 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('kubectl kustomize manifes
 
   it('renders every object of the base, namespaced in kube-stream-proxy', () => {
     expect(objects.map((o) => o.kind).sort()).toEqual(
-      ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Namespace', 'NetworkPolicy', 'PodDisruptionBudget', 'Service', 'ServiceAccount', 'ServiceMonitor'].sort(),
+      ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Namespace', 'NetworkPolicy', 'PodDisruptionBudget', 'PrometheusRule', 'Service', 'ServiceAccount', 'ServiceMonitor'].sort(),
     );
     for (const o of objects.filter((o) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind))) {
       expect(o.metadata.namespace, o.kind).toBe('kube-stream-proxy');
@@ -342,5 +346,59 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('manifests/ with the Compo
 
   it('RBAC of the proxy base has no wildcard and binds nothing cluster-admin either', () => {
     expectNoWildcards(objects);
+  });
+});
+
+/**
+ * Issue 24 (scale): the Component `manifests/autoscaling/` adds a HorizontalPodAutoscaler on CPU and
+ * hands it the replica count; its numbers keep a scale-down from cutting more sessions than it must
+ * (docs/operations.md, "Scaling").
+ */
+describe.skipIf(kubectlE2eSkipReason() !== undefined)('manifests/ with the Component manifests/autoscaling/ (HorizontalPodAutoscaler)', () => {
+  let objects: Obj[];
+  const one = (kind: string): Obj => {
+    const found = objects.filter((o) => o.kind === kind);
+    expect(found, kind).toHaveLength(1);
+    return found[0]!;
+  };
+
+  beforeAll(() => {
+    const overlay = mkdtempSync(join(tmpdir(), 'ksp-kustomize-'));
+    try {
+      const base = relative(overlay, join(ROOT, 'manifests'));
+      writeFileSync(
+        join(overlay, 'kustomization.yaml'),
+        `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${base}\ncomponents:\n  - ${base}/autoscaling\n`,
+      );
+      objects = render(overlay);
+    } finally {
+      rmSync(overlay, { recursive: true, force: true });
+    }
+  });
+
+  it('the HPA (autoscaling/v2) scales the Deployment on CPU utilisation of a request the container has', () => {
+    const hpa = one('HorizontalPodAutoscaler');
+    const d = one('Deployment');
+    expect(hpa.apiVersion).toBe('autoscaling/v2');
+    expect(hpa.metadata.namespace).toBe(d.metadata.namespace);
+    expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: d.metadata.name });
+    expect(hpa.spec.metrics).toEqual([{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: expect.any(Number) } } }]);
+    expect(d.spec.template.spec.containers[0].resources.requests.cpu).toEqual(expect.any(String));
+    // The count is the HPA's: an apply of the Deployment must not set it back.
+    expect(d.spec.replicas).toBeUndefined();
+    expect(hpa.spec.maxReplicas).toBeGreaterThan(hpa.spec.minReplicas);
+  });
+
+  it('minReplicas leaves a replica serving through one disruption; scale-down removes one drained pod at a time after a long window', () => {
+    const hpa = one('HorizontalPodAutoscaler');
+    const pdb = one('PodDisruptionBudget');
+    const pod = one('Deployment').spec.template.spec;
+    expect(hpa.spec.minReplicas).toBeGreaterThanOrEqual(pdb.spec.maxUnavailable + 1);
+    const down = hpa.spec.behavior.scaleDown;
+    // Longer than the default 300 s: bursts of a few minutes do not remove and re-add replicas.
+    expect(down.stabilizationWindowSeconds).toBeGreaterThan(300);
+    // One pod per period, and the period outlasts a pod's whole termination, so pods drain one by one.
+    expect(down.policies).toEqual([{ type: 'Pods', value: 1, periodSeconds: expect.any(Number) }]);
+    expect(down.policies[0].periodSeconds).toBeGreaterThan(pod.terminationGracePeriodSeconds);
   });
 });
