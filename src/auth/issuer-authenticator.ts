@@ -142,6 +142,8 @@ export class IssuerAuthenticator {
   async #verify(t: ParsedToken): Promise<VerifiedToken> {
     const snapshot = this.#keys.keys;
     if (!snapshot) fail('not_initialized', 'oidc: authenticator not initialized');
+    const signature = t.token.slice(t.token.lastIndexOf('.') + 1);
+    if (!decodeBase64Url(signature)) fail('malformed', 'oidc: malformed jwt: the signature is not unpadded base64url');
     const headerBytes = decodeBase64Url(t.header);
     const header = headerBytes && parseJsonObject(headerBytes);
     if (!header) fail('malformed', 'oidc: malformed jwt: the header is not base64url-encoded JSON');

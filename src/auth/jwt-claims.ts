@@ -72,9 +72,10 @@ function username(a: CompiledJwtAuthenticator, claims: Claims, cel: () => unknow
   const v = stringClaim(claims, m.claim);
   if (typeof v !== 'string') fail('claim_mapping', `oidc: parse username claims ${JSON.stringify(m.claim)}: ${v.error}`);
   if (m.claim === 'email' && Object.hasOwn(claims, 'email_verified')) {
+    // JSON null decodes as false in Go, so it is "not verified" too.
     const verified = claims.email_verified;
-    if (typeof verified !== 'boolean') fail('claim_mapping', "oidc: parse 'email_verified' claim: json: cannot unmarshal into Go value of type bool");
-    if (!verified) fail('email_not_verified', 'oidc: email not verified');
+    if (verified !== null && typeof verified !== 'boolean') fail('claim_mapping', "oidc: parse 'email_verified' claim: json: cannot unmarshal into Go value of type bool");
+    if (verified !== true) fail('email_not_verified', 'oidc: email not verified');
   }
   return m.prefix ? m.prefix + v : v;
 }
