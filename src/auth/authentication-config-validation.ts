@@ -10,7 +10,7 @@ import {
   AUDIENCE_MATCH_ANY,
   type AuthenticationConfiguration,
   type ClaimValidationRule,
-  type JwtAuthenticator,
+  type JwtAuthenticatorConfig,
   type PrefixedClaimOrExpression,
   type UserValidationRule,
 } from './authentication-config.js';
@@ -38,7 +38,7 @@ export interface CelMapper {
 
 /** A validated `jwt[]` entry and its compiled expressions. */
 export interface CompiledJwtAuthenticator {
-  config: JwtAuthenticator;
+  config: JwtAuthenticatorConfig;
   mapper: CelMapper;
 }
 
@@ -100,7 +100,7 @@ function validateUrl(raw: string, disallowed: ReadonlySet<string>, path: FieldPa
   return errs;
 }
 
-function validateIssuer(a: JwtAuthenticator, disallowed: ReadonlySet<string>, path: FieldPath): FieldError[] {
+function validateIssuer(a: JwtAuthenticatorConfig, disallowed: ReadonlySet<string>, path: FieldPath): FieldError[] {
   const issuer = a.issuer;
   const errs: FieldError[] = [];
   if (issuer.url === '') errs.push(required(path.child('url')));
@@ -234,7 +234,7 @@ interface EmailUse {
   emailVerified: boolean;
 }
 
-function validateClaimMappings(a: JwtAuthenticator, path: FieldPath, mapper: CelMapper, emailUse: EmailUse): FieldError[] {
+function validateClaimMappings(a: JwtAuthenticatorConfig, path: FieldPath, mapper: CelMapper, emailUse: EmailUse): FieldError[] {
   const m = a.claimMappings;
   const errs: FieldError[] = [];
   const username = validatePrefixedClaimOrExpression(m.username, path.child('username'), true, errs);
@@ -305,7 +305,7 @@ function validateUserValidationRules(rules: UserValidationRule[], path: FieldPat
 }
 
 /** Validate and compile one `jwt[]` entry (`validateJWTAuthenticator`). */
-export function compileJwtAuthenticator(a: JwtAuthenticator, path: FieldPath, disallowed: ReadonlySet<string> = new Set()): { errors: FieldError[]; compiled: CompiledJwtAuthenticator } {
+export function compileJwtAuthenticator(a: JwtAuthenticatorConfig, path: FieldPath, disallowed: ReadonlySet<string> = new Set()): { errors: FieldError[]; compiled: CompiledJwtAuthenticator } {
   const mapper: CelMapper = { extra: [], claimValidationRules: [], userValidationRules: [] };
   const emailUse: EmailUse = { email: false, emailVerified: false };
   const errors = [...validateIssuer(a, disallowed, path.child('issuer')), ...validateClaimValidationRules(a.claimValidationRules, path.child('claimValidationRules'), mapper)];

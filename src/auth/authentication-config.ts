@@ -75,8 +75,8 @@ export interface UserValidationRule {
   message: string;
 }
 
-/** One `jwt[]` entry: an issuer and how its tokens become users. */
-export interface JwtAuthenticator {
+/** One `jwt[]` entry (kube-apiserver's `JWTAuthenticator` type): an issuer and how its tokens become users. */
+export interface JwtAuthenticatorConfig {
   issuer: Issuer;
   claimValidationRules: ClaimValidationRule[];
   claimMappings: ClaimMappings;
@@ -98,7 +98,7 @@ export interface AnonymousAuthConfig {
 export interface AuthenticationConfiguration {
   /** The `apiVersion` it came with (`apiserver.config.k8s.io/v1`...); empty when built from flags. */
   apiVersion: string;
-  jwt: JwtAuthenticator[];
+  jwt: JwtAuthenticatorConfig[];
   /** Absent when the file does not configure it (the `--anonymous-auth` flag then decides). */
   anonymous?: AnonymousAuthConfig;
 }
@@ -224,7 +224,7 @@ function prefixed(o: Decoded | undefined): PrefixedClaimOrExpression {
   return p;
 }
 
-function jwtAuthenticator(j: Decoded): JwtAuthenticator {
+function jwtAuthenticator(j: Decoded): JwtAuthenticatorConfig {
   const issuer = obj(j, 'issuer');
   const mappings = obj(j, 'claimMappings');
   return {
