@@ -50,6 +50,8 @@ export interface TestProviderOptions {
   users?: Record<string, TestUser>;
   /** ID token lifetime in seconds (default 3600). */
   idTokenTtl?: number;
+  /** Device code lifetime in seconds (default oidc-provider's 600). */
+  deviceCodeTtl?: number;
 }
 
 async function newKeys(generation: number): Promise<TestSigningKey[]> {
@@ -88,6 +90,8 @@ export class TestProvider {
   discoveryRequests = 0;
   /** When true, every connection is destroyed before an answer. */
   offline = false;
+  /** The grant type of every successful token request, in order. */
+  readonly grants: string[] = [];
   keys: TestSigningKey[] = [];
   #provider!: Provider;
   #generation = 0;
@@ -99,6 +103,7 @@ export class TestProvider {
     readonly dir: string,
     readonly users: Record<string, TestUser>,
     readonly idTokenTtl: number,
+    readonly deviceCodeTtl: number | undefined,
   ) {}
 
   /** The PEM CA that verifies the provider's serving certificate. */
@@ -121,7 +126,7 @@ export class TestProvider {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const port = (server.address() as { port: number }).port;
-    self = new TestProvider(server, `https://127.0.0.1:${port}`, pki, dir, options.users ?? TEST_USERS, options.idTokenTtl ?? 3600);
+    self = new TestProvider(server, `https://127.0.0.1:${port}`, pki, dir, options.users ?? TEST_USERS, options.idTokenTtl ?? 3600, options.deviceCodeTtl);
     await self.rotateKeys();
     return self;
   }
@@ -175,7 +180,7 @@ export class TestProvider {
       scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
       claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
       conformIdTokenClaims: false,
-      ttl: { IdToken: this.idTokenTtl, AccessToken: this.idTokenTtl },
+      ttl: { IdToken: this.idTokenTtl, AccessToken: this.idTokenTtl, ...(this.deviceCodeTtl ? { DeviceCode: this.deviceCodeTtl } : {}) },
       cookies: { keys: ['test-cookie-key'] },
       interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
       findAccount: async (_ctx, id) => {
@@ -190,6 +195,7 @@ export class TestProvider {
     const provider = new Provider(this.issuer, config);
     // Keep the test output free of oidc-provider's development warnings and of expected errors.
     provider.on('server_error', () => {});
+    provider.on('grant.success', (ctx) => this.grants.push(String(ctx.oidc.params?.grant_type)));
     return provider;
   }
 
