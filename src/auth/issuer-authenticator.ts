@@ -17,7 +17,7 @@
  */
 import { compactVerify, errors as joseErrors, type KeyObject, type CryptoKey } from 'jose';
 import type { CompiledJwtAuthenticator } from './authentication-config-validation.js';
-import { IssuerKeys, type IssuerKeysOptions } from './issuer-keys.js';
+import { IssuerKeys, type IssuerKeysOptions, type KeySnapshot } from './issuer-keys.js';
 import { userFromClaims, type Claims } from './jwt-claims.js';
 import { JwtAuthenticationError, messageValue, type JwtFailureReason } from './jwt-error.js';
 import type { UserInfo } from './user-info.js';
@@ -153,7 +153,7 @@ export class IssuerAuthenticator {
     }
     if (header.crit !== undefined) fail('malformed', 'oidc: malformed jwt: critical header parameters are not supported');
     if (typeof header.cty === 'string' && header.cty.toUpperCase() === 'JWT') fail('malformed', 'oidc: malformed jwt: nested tokens are not accepted');
-    const generation = await this.#verifySignature(t.token, header, snapshot.generation);
+    const generation = await this.#verifySignature(t.token, header, snapshot);
     const claims = t.payload;
     this.#checkClaims(claims);
     const user = userFromClaims(this.#a, claims);
@@ -162,12 +162,12 @@ export class IssuerAuthenticator {
   }
 
   /** Verify with the current keys; one rate-limited refresh when no key fits. Returns the generation used. */
-  async #verifySignature(token: string, header: Record<string, unknown>, generation: number): Promise<number> {
-    let outcome = await this.#tryKeys(token, generation);
+  async #verifySignature(token: string, header: Record<string, unknown>, snapshot: KeySnapshot): Promise<number> {
+    let outcome = await this.#tryKeys(token, snapshot);
     // A token naming an unknown key (or, without `kid`, matching none) may be signed by a key the
     // issuer added since the last fetch.
     if (outcome === 'no_key' || (outcome === 'bad_signature' && header.kid === undefined)) {
-      if (await this.#keys.refreshForUnknownKey()) outcome = await this.#tryKeys(token, this.#keys.keys!.generation);
+      if (await this.#keys.refreshForUnknownKey()) outcome = await this.#tryKeys(token, this.#keys.keys!);
     }
     if (outcome === 'no_key') {
       fail('unknown_key', `oidc: verify token: no key of the issuer's JWKS matches kid ${JSON.stringify(messageValue(header.kid ?? ''))} and alg ${header.alg as string}`);
@@ -177,9 +177,8 @@ export class IssuerAuthenticator {
     return outcome;
   }
 
-  /** Verify against the key set of `generation`: the generation when it verifies, else why not. */
-  async #tryKeys(token: string, generation: number): Promise<number | 'no_key' | 'bad_signature' | 'malformed'> {
-    const resolve = this.#keys.keys!.resolve;
+  /** Verify against one key set: its generation when the signature verifies, else why not. */
+  async #tryKeys(token: string, { resolve, generation }: KeySnapshot): Promise<number | 'no_key' | 'bad_signature' | 'malformed'> {
     const options = { algorithms: [...this.#algorithms] };
     try {
       await compactVerify(token, resolve, options);
