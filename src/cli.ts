@@ -27,6 +27,7 @@ Commands:
   demo          Run the dev cluster and the proxy on loopback, write a kubeconfig, print a kubectl line.
   dev-metrics   Run a metrics.k8s.io extension API server over a (dev) cluster's kubelet resource metrics.
   agent         Run next to a cluster and carry the proxy's /clusters/NAME requests to it (docs/agent.md).
+  login         kubectl exec credential plugin: log in to an OpenID Provider, print an ExecCredential.
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
 `;
@@ -299,6 +300,8 @@ export async function main(argv: string[]): Promise<number | void> {
       return (await import('./devmetrics/command.js')).devMetricsCommand(rest);
     case 'agent':
       return (await import('./tunnel/agent-command.js')).agentCommand(rest);
+    case 'login':
+      return (await import('./login/login-command.js')).loginCommand(rest);
     default:
       process.stderr.write(`kube-stream-proxy: unknown command "${command}"\n\n${USAGE}`);
       return 2;

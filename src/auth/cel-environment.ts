@@ -1,0 +1,188 @@
+/**
+ * The CEL environments of the JWT authenticator, as kube-apiserver builds them
+ * (`k8s.io/apiserver/pkg/authentication/cel/compile.go`): one with the variable `claims`
+ * (`map(string, dyn)`: claim validation rules and every claim mapping) and one with `user`
+ * (`kubernetes.UserInfo`: `username`, `uid`, `groups`, `extra`; user validation rules only), on the
+ * engine `@marcbachmann/cel-js` (docs/decisions.md). Expressions are compiled (parsed and
+ * type-checked) once, when the configuration is loaded; a validation rule must type-check to `bool`
+ * ("must evaluate to bool"), mappings may have any type and are checked when they run.
+ *
+ * Beyond the engine's standard library (macros `has`, `all`, `exists`, `exists_one`, `map`, `filter`,
+ * `cel.bind`; optional types `?.`/`orValue`; `lowerAscii`, `upperAscii`, `split`, `join`, `trim`,
+ * `indexOf`, `substring`, `matches`...) this adds what Kubernetes' base environment has and the
+ * documentation's examples use: ext.Sets (`sets.contains`, `sets.equivalent`, `sets.intersects`),
+ * ext.Strings' `replace`, `charAt`, `reverse`, and the Kubernetes regex library's `find`/`findAll`.
+ * Not provided: Kubernetes' URL, IP, CIDR, quantity, semver and format libraries, and the per-call
+ * cost limit (docs/jwt-authenticator.md, deviations).
+ */
+import { Environment, type ASTNode } from '@marcbachmann/cel-js';
+
+/** The claims variable's name. */
+export const CLAIMS_VAR = 'claims';
+/** The user variable's name. */
+export const USER_VAR = 'user';
+
+/** An expression that compiled: run it with {@link CompiledExpression.evaluate}. */
+export interface CompiledExpression {
+  readonly expression: string;
+  /** The checked type (`bool`, `string`, `list<string>`, `dyn`...). */
+  readonly type: string;
+  readonly ast: ASTNode;
+  /** Evaluate with the variable bound (throws the engine's EvaluationError on a runtime error). */
+  evaluate(value: unknown): unknown;
+}
+
+/** Why an expression did not compile: `detail` is kube-apiserver's `compilation failed: ...` text. */
+export interface CompileFailure {
+  readonly detail: string;
+}
+
+/** Namespace object behind `sets.*` (the engine's own `cel.bind` is built the same way). */
+class CelSetsNamespace {}
+
+/** CEL equality for the JSON-ish values claims hold (int and double compare by value). */
+function celEquals(a: unknown, b: unknown): boolean {
+  if ((typeof a === 'bigint' || typeof a === 'number') && (typeof b === 'bigint' || typeof b === 'number')) return Number(a) === Number(b);
+  if (a === b) return true;
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((x, i) => celEquals(x, b[i]));
+  if (a && b && typeof a === 'object' && typeof b === 'object' && !Array.isArray(a) && !Array.isArray(b)) {
+    const ka = Object.keys(a);
+    return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && celEquals((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+  }
+  return false;
+}
+
+const containsAll = (list: unknown[], sub: unknown[]): boolean => sub.every((x) => list.some((y) => celEquals(x, y)));
+
+/** The Kubernetes additions, registered on a fresh environment. */
+function withKubernetesLibraries(env: Environment): Environment {
+  return env
+    .registerType('CelSetsNamespace', CelSetsNamespace)
+    .registerConstant('sets', 'CelSetsNamespace', new CelSetsNamespace())
+    .registerFunction('CelSetsNamespace.contains(list, list): bool', (_ns: unknown, a: unknown[], b: unknown[]) => containsAll(a, b))
+    .registerFunction('CelSetsNamespace.equivalent(list, list): bool', (_ns: unknown, a: unknown[], b: unknown[]) => containsAll(a, b) && containsAll(b, a))
+    .registerFunction('CelSetsNamespace.intersects(list, list): bool', (_ns: unknown, a: unknown[], b: unknown[]) => a.some((x) => b.some((y) => celEquals(x, y))))
+    .registerFunction('string.replace(string, string): string', (s: string, from: string, to: string) => s.replaceAll(from, to))
+    .registerFunction('string.replace(string, string, int): string', (s: string, from: string, to: string, n: bigint) => {
+      if (n < 0n) return s.replaceAll(from, to);
+      let out = s;
+      let at = 0;
+      for (let i = 0n; i < n; i++) {
+        const j = out.indexOf(from, at);
+        if (j < 0) break;
+        out = out.slice(0, j) + to + out.slice(j + from.length);
+        at = j + to.length;
+      }
+      return out;
+    })
+    .registerFunction('string.charAt(int): string', (s: string, i: bigint) => {
+      const chars = [...s];
+      if (i < 0n || i > BigInt(chars.length)) throw new Error(`index out of range: ${i}`);
+      return chars[Number(i)] ?? '';
+    })
+    .registerFunction('string.reverse(): string', (s: string) => [...s].reverse().join(''))
+    .registerFunction('string.find(string): string', (s: string, re: string) => new RegExp(re, 'u').exec(s)?.[0] ?? '')
+    .registerFunction('string.findAll(string): list<string>', (s: string, re: string) => [...s.matchAll(new RegExp(re, 'gu'))].map((m) => m[0]))
+    .registerFunction('string.findAll(string, int): list<string>', (s: string, re: string, n: bigint) => {
+      const all = [...s.matchAll(new RegExp(re, 'gu'))].map((m) => m[0]);
+      return n < 0n ? all : all.slice(0, Number(n));
+    });
+}
+
+let claimsEnv: Environment | undefined;
+let userEnv: Environment | undefined;
+
+/** The environment for claim validation rules and mappings (built once). */
+function claimsEnvironment(): Environment {
+  claimsEnv ??= withKubernetesLibraries(new Environment({ enableOptionalTypes: true })).registerVariable(CLAIMS_VAR, 'map');
+  return claimsEnv;
+}
+
+/** The environment for user validation rules (built once). */
+function userEnvironment(): Environment {
+  userEnv ??= withKubernetesLibraries(new Environment({ enableOptionalTypes: true })).registerVariable({
+    name: USER_VAR,
+    schema: { username: 'string', uid: 'string', groups: 'list<string>', extra: 'map<string, list<string>>' },
+  });
+  return userEnv;
+}
+
+/** `<input>:LINE:COL` of a source offset, as cel-go prints error locations. */
+function location(expression: string, offset: number | undefined): string {
+  if (offset === undefined) return '<input>';
+  const before = expression.slice(0, offset);
+  const line = before.split('\n').length;
+  const col = offset - (before.lastIndexOf('\n') + 1) + 1;
+  return `<input>:${line}:${col}`;
+}
+
+interface EngineError {
+  summary?: string;
+  message?: string;
+  range?: { start: number };
+}
+
+function failureText(expression: string, err: EngineError): string {
+  const summary = err.summary ?? String(err.message ?? err).split('\n')[0];
+  return `compilation failed: ERROR: ${location(expression, err.range?.start)}: ${summary}`;
+}
+
+function compileIn(env: Environment, variable: string, expression: string, mustBeBool: boolean): CompiledExpression | CompileFailure {
+  let parsed;
+  try {
+    parsed = env.parse(expression);
+  } catch (err) {
+    return { detail: failureText(expression, err as EngineError) };
+  }
+  const checked = parsed.check();
+  if (!checked.valid) return { detail: failureText(expression, checked.error as EngineError) };
+  const type = checked.type ?? 'dyn';
+  if (mustBeBool && type !== 'bool') return { detail: 'must evaluate to bool' };
+  return { expression, type, ast: parsed.ast, evaluate: (value: unknown) => parsed({ [variable]: value }) };
+}
+
+/** Compile an expression over `claims`; `mustBeBool` for validation rules. */
+export function compileClaimsExpression(expression: string, mustBeBool: boolean): CompiledExpression | CompileFailure {
+  return compileIn(claimsEnvironment(), CLAIMS_VAR, expression, mustBeBool);
+}
+
+/** Compile a user validation rule (over `user`, must be `bool`). */
+export function compileUserExpression(expression: string): CompiledExpression | CompileFailure {
+  return compileIn(userEnvironment(), USER_VAR, expression, true);
+}
+
+/** True when `r` is a compile failure. */
+export function isCompileFailure(r: CompiledExpression | CompileFailure): r is CompileFailure {
+  return 'detail' in r;
+}
+
+/**
+ * Whether the expression selects `claims.NAME` (field or optional-field syntax, anywhere in it), as
+ * kube-apiserver's `hasSelectExp` decides for the `email` / `email_verified` rule. Index syntax
+ * (`claims["email"]`) does not count there either.
+ */
+export function selectsClaim(ast: ASTNode, name: string): boolean {
+  const visit = (n: unknown): boolean => {
+    if (Array.isArray(n)) return n.some(visit);
+    if (!n || typeof n !== 'object' || !('op' in n)) return false;
+    const node = n as { op: string; args: unknown };
+    if ((node.op === '.' || node.op === '.?') && Array.isArray(node.args)) {
+      const [operand, field] = node.args as [{ op?: string; args?: unknown }, unknown];
+      if (operand?.op === 'id' && operand.args === CLAIMS_VAR && field === name) return true;
+    }
+    return visit(node.args);
+  };
+  return visit(ast);
+}
+
+/**
+ * The claims as CEL values: JSON numbers that are integers become CEL `int` (kube-apiserver converts
+ * claims to unstructured, whose whole numbers are int64), other numbers stay `double`.
+ */
+export function celClaims(value: unknown): unknown {
+  if (typeof value === 'number') return Number.isSafeInteger(value) ? BigInt(value) : value;
+  if (Array.isArray(value)) return value.map(celClaims);
+  // fromEntries defines own properties, so a claim named `__proto__` stays a plain key.
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, celClaims(v)]));
+  return value;
+}
