@@ -10,6 +10,7 @@ RUN npm ci --ignore-scripts
 COPY tsconfig.json ./
 COPY bin ./bin
 COPY src ./src
+COPY dev ./dev
 COPY handlers ./handlers
 COPY proxy ./proxy
 COPY translator ./translator

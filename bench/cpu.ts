@@ -20,7 +20,7 @@ import { connect } from 'node:net';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { writeKubeconfig } from '../src/kubeconfig.js';
+import { writeKubeconfig } from '../dev/kubeconfig.js';
 import { FORCE_SPDY_ENV, findKubectl } from '../test/helpers/kubectl.js';
 import { ensureDebianBinary } from './debian-package.js';
 import { CLIENT } from './harness.js';

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { writeKubeconfig } from '../src/kubeconfig.js';
+import { writeKubeconfig } from '../dev/kubeconfig.js';
 import { FORCE_SPDY_ENV, findKubectl, type KubectlVersion } from '../test/helpers/kubectl.js';
 import { measureTransfer } from './kubectl-throughput.js';
 import { ensureNginx, startNginx } from './nginx.js';

@@ -3,7 +3,7 @@
  * open at once, idle except for pings; the proxy's memory and CPU per session.
  *
  * Each session execs the dev cluster's process-free built-in `kube-stream-proxy:idle`
- * (src/devcluster/builtin-commands.ts: `cat` without a process, exit 0 on stdin EOF), so 10,000
+ * (dev/cluster/builtin-commands.ts: `cat` without a process, exit 0 on stdin EOF), so 10,000
  * sessions do not mean 10,000 processes. A session counts as opened once its stdin → stdout echo of one
  * byte came back (end to end through the proxy and the dev cluster), and as held if a second echo
  * still comes back after the idle window.
@@ -35,7 +35,7 @@ export const IDLE_TARGET_BYTES_PER_SESSION = 40 * 1024;
 /** Target from issue 7: sessions held at once. */
 export const IDLE_TARGET_SESSIONS = 10_000;
 
-/** The built-in command every idle session execs (mirrors src/devcluster/builtin-commands.ts). */
+/** The built-in command every idle session execs (mirrors dev/cluster/builtin-commands.ts). */
 export const IDLE_COMMAND = 'kube-stream-proxy:idle';
 
 /** The exec request-target of an idle session: stdin, stdout and stderr, as `kubectl exec -i`. */

@@ -7,7 +7,7 @@
  * channel 3 and close 1000 are checked.
  *
  * The echo command is `cat` (a real process per session) or the dev cluster's process-free built-in
- * `kube-stream-proxy:idle` (src/devcluster/builtin-commands.ts: stdin → stdout with backpressure,
+ * `kube-stream-proxy:idle` (dev/cluster/builtin-commands.ts: stdin → stdout with backpressure,
  * exit 0 on EOF). Everything the proxy does is the same for both: the upgrade, the SPDY streams,
  * the translation of every byte, the Status; only the dev cluster's side is lighter.
  */

@@ -8,7 +8,7 @@
 #   nginx       nginx                the bench's nginx passthrough rows (bench/nginx.ts, bench --quick test)
 #   haproxy     haproxy              the bench's HAProxy relay rows
 #   socat       socat                the bench's socat relay rows
-#   openssl     openssl              the dev PKI (src/dev-pki.ts): test certificates and the demo's aggregated backend
+#   openssl     openssl              the dev PKI (dev/dev-pki.ts): test certificates and the demo's aggregated backend
 #
 # All present: exits 0 at once (a handful of `command -v`, no process started). Missing ones are
 # installed when this runs as root with apt-get (one `apt-get update`, then `apt-get install`, both

@@ -1,18 +1,14 @@
 /**
- * The `kube-stream-proxy` command line: `serve`, `dev-cluster` and `demo`.
+ * The `kube-stream-proxy` command line: `serve`, `agent`, `login`, and the dev systems' `dev-cluster`,
+ * `demo` and `dev-metrics` (dev/, loaded only by their own subcommands).
  *
  * Flags follow kube-apiserver's spelling (`--listen`, `--feature-gates`, …). Every subcommand prints
  * its own `--help`.
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { resolve } from 'node:path';
-import { DEMO_MAX_CLUSTERS, parseDemoClusters, runDemo, type DemoOptions } from './demo.js';
-import { startDevCluster, type DevClusterOptions } from './devcluster/dev-cluster.js';
-import { writeKubeconfig } from './kubeconfig.js';
-import { parseHostPort } from './listen-address.js';
 import { DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE_PERIOD, DEFAULT_UPGRADE_RESPONSE_TIMEOUT, resolveConfig } from './config.js';
 import { ConfigError } from './errors.js';
+import { installShutdown } from './process-shutdown.js';
 import { startServer } from './server.js';
 
 const USAGE = `kube-stream-proxy: a Kubernetes API front proxy that serves exec, attach and port-forward
@@ -30,69 +26,6 @@ Commands:
   login         kubectl exec credential plugin: log in to an OpenID Provider, print an ExecCredential.
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
-`;
-
-const DEV_CLUSTER_USAGE = `kube-stream-proxy dev-cluster: an embedded development cluster for tests and demos.
-
-It answers like a small real cluster (discovery, namespaces, pods, node dev-node, services,
-endpointslices, events, auth can-i; Table output for kubectl get; logs -f) and serves pods/exec,
-pods/attach and pods/portforward exactly as a kubelet behind a pre-1.30 kube-apiserver does:
-SPDY/3.1 (v4, v3, v2, channel.k8s.io) and WebSocket (channel.k8s.io, base64.channel.k8s.io,
-v4.channel.k8s.io, v4.base64.channel.k8s.io), no v5.
-
-WARNING: exec and attach run REAL LOCAL PROCESSES as the current user (each pod's working directory
-is its own folder), and port-forward connects to 127.0.0.1:<port> on this host. It listens on loopback
-only unless --listen says otherwise; never expose it to a network you do not trust.
-
-Usage:
-  kube-stream-proxy dev-cluster [flags]
-
-Flags:
-  --listen HOST:PORT                    Address to listen on (default 127.0.0.1:6444; port 0 picks a free port).
-  --pod NAME                            Add a pod in namespace "default" (repeatable; "demo" always exists).
-  --data-dir DIR                        Folder holding each pod's working directory (default: a new temp folder).
-  --kubeconfig PATH                     Write a kubeconfig for this cluster to PATH (with TLS, the serving
-                                        certificate is its trust anchor; add a token yourself).
-  --tls-cert-file PATH                  Serve the API over HTTPS with this PEM certificate (with the key).
-  --tls-private-key-file PATH           PEM key of --tls-cert-file.
-  --token-auth-file PATH                kube-apiserver's CSV token file (token,user,uid,"group1,group2").
-                                        Turns anonymous access off: requests without a valid bearer token get 401.
-  --authorization-policy-file PATH      JSON policy {"rules":[{users,groups,verbs,resources,namespaces,names}]}
-                                        (needs --token-auth-file; without it every authenticated user may do anything).
-  --kubelet-port PORT                   Kubelet listener port (default 10250; 0 picks a free port). The listener
-                                        starts when the three kubelet files below are given.
-  --kubelet-tls-cert-file PATH          PEM serving certificate of the kubelet listener.
-  --kubelet-tls-private-key-file PATH   PEM key of --kubelet-tls-cert-file.
-  --kubelet-client-ca-file PATH         PEM CA: the kubelet listener only accepts client certificates it issued.
-  -h, --help                            Show this help.
-`;
-
-const DEMO_USAGE = `kube-stream-proxy demo: the dev cluster and the proxy in front of it, on loopback.
-
-Starts the embedded dev cluster (a SPDY-only kubelet look-alike), starts the proxy with the dev
-cluster as its upstream, writes a kubeconfig that points kubectl at the PROXY, and prints a line to try.
-
-With --clusters N: N dev clusters behind agents instead (docs/agent.md). Cluster "one" has the pods
-demo and alpha, "two" demo and beta, and so on; each gets an agent (in this process) that dials the
-proxy's agent listener with its own token, and the kubeconfig gets one context per cluster
-(server: <proxy>/clusters/NAME; the first is current). No direct upstream and no dev-metrics then.
-
-WARNING: the dev clusters run real local processes as the current user.
-
-Usage:
-  kube-stream-proxy demo [flags]
-
-Flags:
-  --listen HOST:PORT              Proxy address (default 127.0.0.1:6443; loopback).
-  --dev-cluster-listen HOST:PORT  Dev cluster address (default 127.0.0.1:0: a free port; with --clusters,
-                                  port P gives P, P+1, ...).
-  --clusters N                    N clusters (1-${DEMO_MAX_CLUSTERS}) behind agents, one kubeconfig context each.
-  --agent-listen HOST:PORT        The proxy's agent listener with --clusters (default 127.0.0.1:0; loopback).
-  --feature-gates A=true,B=false  Proxy feature gates (as for serve).
-  --kubeconfig PATH               Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig);
-                                  with --clusters the agent tokens go to agents/ next to it.
-  --shutdown-grace-period DURATION  As for serve (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}).
-  -h, --help                      Show this help.
 `;
 
 const SERVE_USAGE = `kube-stream-proxy serve: the front proxy. pods/{exec,attach,portforward} upgrades are relayed to
@@ -290,14 +223,15 @@ export async function main(argv: string[]): Promise<number | void> {
     case 'help':
       process.stdout.write(USAGE);
       return 0;
+    // The dev systems (dev/) are loaded only by their own subcommands: src/ is the proxy alone.
     case 'dev-cluster':
-      return devClusterCommand(rest);
+      return (await import('../dev/cluster/command.js')).devClusterCommand(rest);
     case 'demo':
-      return demoCommand(rest);
+      return (await import('../dev/demo-command.js')).demoCommand(rest);
     case 'serve':
       return serveCommand(rest);
     case 'dev-metrics':
-      return (await import('./devmetrics/command.js')).devMetricsCommand(rest);
+      return (await import('../dev/metrics/command.js')).devMetricsCommand(rest);
     case 'agent':
       return (await import('./tunnel/agent-command.js')).agentCommand(rest);
     case 'login':
@@ -308,163 +242,3 @@ export async function main(argv: string[]): Promise<number | void> {
   }
 }
 
-/** What the `dev-cluster` flags ask for: `--help`, or the cluster options (files already read). */
-export type DevClusterArgs =
-  | { help: true }
-  | { help: false; options: DevClusterOptions; kubeconfig?: string };
-
-/**
- * Parse the `dev-cluster` flags into {@link DevClusterOptions}, reading the PEM files. Throws (an
- * Error naming the flag) on unknown flags, half-given TLS pairs or kubelet files, or a bad port.
- */
-export function parseDevClusterArgs(argv: string[]): DevClusterArgs {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      listen: { type: 'string', default: '127.0.0.1:6444' },
-      pod: { type: 'string', multiple: true, default: [] },
-      'data-dir': { type: 'string' },
-      kubeconfig: { type: 'string' },
-      'tls-cert-file': { type: 'string' },
-      'tls-private-key-file': { type: 'string' },
-      'token-auth-file': { type: 'string' },
-      'authorization-policy-file': { type: 'string' },
-      'kubelet-port': { type: 'string' },
-      'kubelet-tls-cert-file': { type: 'string' },
-      'kubelet-tls-private-key-file': { type: 'string' },
-      'kubelet-client-ca-file': { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
-  });
-  if (values.help) return { help: true };
-  const { host, port } = parseHostPort(values.listen);
-  const options: DevClusterOptions = { host, port, pods: values.pod, dataDir: values['data-dir'] };
-
-  const certFile = values['tls-cert-file'];
-  const keyFile = values['tls-private-key-file'];
-  if ((certFile === undefined) !== (keyFile === undefined)) {
-    throw new Error('--tls-cert-file and --tls-private-key-file must be given together');
-  }
-  if (certFile !== undefined && keyFile !== undefined) options.tls = { cert: readFileSync(certFile), key: readFileSync(keyFile) };
-
-  if (values['token-auth-file'] !== undefined) options.tokenAuthFile = resolve(values['token-auth-file']);
-  if (values['authorization-policy-file'] !== undefined) {
-    if (options.tokenAuthFile === undefined) throw new Error('--authorization-policy-file needs --token-auth-file');
-    options.authorizationPolicyFile = resolve(values['authorization-policy-file']);
-  }
-
-  const kubeletFiles = {
-    cert: values['kubelet-tls-cert-file'],
-    key: values['kubelet-tls-private-key-file'],
-    clientCa: values['kubelet-client-ca-file'],
-  };
-  const given = Object.values(kubeletFiles).filter((f) => f !== undefined).length;
-  if (given > 0 || values['kubelet-port'] !== undefined) {
-    if (given !== 3) {
-      throw new Error('the kubelet listener needs --kubelet-tls-cert-file, --kubelet-tls-private-key-file and --kubelet-client-ca-file');
-    }
-    const portText = values['kubelet-port'] ?? '10250';
-    if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) throw new Error(`--kubelet-port: not a port: ${JSON.stringify(portText)}`);
-    options.kubelet = {
-      port: Number(portText),
-      tls: { cert: readFileSync(kubeletFiles.cert!), key: readFileSync(kubeletFiles.key!) },
-      clientCa: readFileSync(kubeletFiles.clientCa!),
-    };
-  }
-  return { help: false, options, kubeconfig: values.kubeconfig };
-}
-
-async function devClusterCommand(argv: string[]): Promise<number | void> {
-  let args: DevClusterArgs;
-  try {
-    args = parseDevClusterArgs(argv);
-  } catch (e) {
-    process.stderr.write(`kube-stream-proxy dev-cluster: ${(e as Error).message}\n\n${DEV_CLUSTER_USAGE}`);
-    return 2;
-  }
-  if (args.help) {
-    process.stdout.write(DEV_CLUSTER_USAGE);
-    return 0;
-  }
-  const cluster = await startDevCluster(args.options);
-  if (args.kubeconfig) {
-    writeKubeconfig(resolve(args.kubeconfig), {
-      server: cluster.url,
-      name: 'dev-cluster',
-      caPem: args.options.tls?.cert.toString('utf8'),
-    });
-  }
-  process.stdout.write(`dev cluster listening on ${cluster.url} (runs local commands)\n`);
-  if (cluster.kubeletUrl) process.stdout.write(`dev cluster kubelet listening on ${cluster.kubeletUrl} (client certificates required)\n`);
-  installShutdown(() => cluster.close());
-}
-
-async function demoCommand(argv: string[]): Promise<number | void> {
-  let options: DemoOptions;
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      options: {
-        listen: { type: 'string', default: '127.0.0.1:6443' },
-        'dev-cluster-listen': { type: 'string', default: '127.0.0.1:0' },
-        'feature-gates': { type: 'string' },
-        'shutdown-grace-period': { type: 'string' },
-        kubeconfig: { type: 'string', default: '.kube-stream-proxy/kubeconfig' },
-        clusters: { type: 'string' },
-        'agent-listen': { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      strict: true,
-    });
-    if (values.help) {
-      process.stdout.write(DEMO_USAGE);
-      return 0;
-    }
-    options = {
-      listen: values.listen,
-      devClusterListen: values['dev-cluster-listen'],
-      kubeconfig: resolve(values.kubeconfig),
-      ...(values['feature-gates'] !== undefined ? { featureGates: values['feature-gates'] } : {}),
-      ...(values['shutdown-grace-period'] !== undefined ? { shutdownGracePeriod: values['shutdown-grace-period'] } : {}),
-      ...(values.clusters !== undefined ? { clusters: parseDemoClusters(values.clusters) } : {}),
-      ...(values['agent-listen'] !== undefined ? { agentListen: values['agent-listen'] } : {}),
-    };
-  } catch (e) {
-    process.stderr.write(`kube-stream-proxy demo: ${(e as Error).message}\n\n${DEMO_USAGE}`);
-    return 2;
-  }
-  let demo;
-  try {
-    demo = await runDemo(options);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    process.stderr.write(`kube-stream-proxy demo: ${e.message}\n`);
-    return 2;
-  }
-  // Before the banner: whoever reads it may send SIGTERM at once (tests do).
-  installShutdown(() => demo.shutdown());
-  process.stdout.write(demo.banner);
-}
-
-/**
- * SIGTERM/SIGINT run `close` (the graceful shutdown) and exit 0 when it is done; a second signal
- * exits 1 at once, for an operator who does not want to wait.
- */
-function installShutdown(close: () => Promise<void>): void {
-  let closing = false;
-  const stop = (signal: NodeJS.Signals): void => {
-    if (closing) {
-      process.stderr.write(`kube-stream-proxy: ${signal} again, exiting without waiting\n`);
-      process.exit(1);
-    }
-    closing = true;
-    process.stderr.write(`kube-stream-proxy: ${signal}, shutting down\n`);
-    close().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
-}

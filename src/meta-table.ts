@@ -3,7 +3,7 @@
  * for `application/json;as=Table;v=v1;g=meta.k8s.io`, a list or object is answered as a
  * meta.k8s.io/v1 Table (column definitions plus one row of cells per object), each row carrying the
  * object as `includeObject` says (default: PartialObjectMetadata). The columns and cells of each
- * resource are in `src/devcluster/printers.ts` (the dev cluster) and `handlers/apiservices.ts` (the
+ * resource are in `dev/cluster/printers.ts` (the dev cluster) and `handlers/apiservices.ts` (the
  * proxy's own apiservices); this file is the Table shape, content negotiation and the age format.
  */
 import { errorStatus, type V1Status } from './status.js';

@@ -16,7 +16,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { findKubectl } from '../../test/helpers/kubectl.js';
 import { CLIENT } from '../harness.js';
 import { measureTransfer, type Direction } from '../kubectl-throughput.js';

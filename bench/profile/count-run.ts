@@ -13,7 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { sampleThreads, threadSecondsBetween } from '../proc-cpu.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { findKubectl } from '../../test/helpers/kubectl.js';
 import { CLIENT } from '../harness.js';
 import { measureTransfer, type Direction } from '../kubectl-throughput.js';

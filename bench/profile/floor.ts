@@ -24,7 +24,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { HEAP_FLOOR_ENV } from '../../src/heap-floor.js';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { FORCE_SPDY_ENV, findKubectl } from '../../test/helpers/kubectl.js';
 import { CLIENT } from '../harness.js';
 import { measureTransfer, type Direction } from '../kubectl-throughput.js';

@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { findKubectl } from '../../test/helpers/kubectl.js';
 import { CLIENT } from '../harness.js';
 import { measureTransfer, type Direction } from '../kubectl-throughput.js';

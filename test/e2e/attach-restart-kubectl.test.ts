@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startDevCluster, type DevCluster } from '../../src/devcluster/dev-cluster.js';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
 
 const RUNS = 20;

@@ -1,7 +1,7 @@
 /**
  * Acceptance matrix: real kubectl binaries (SPDY) against the dev cluster directly, no proxy between.
  */
-import { startDevCluster } from '../../src/devcluster/dev-cluster.js';
+import { startDevCluster } from '../../dev/cluster/dev-cluster.js';
 import { describeSpdyKubectlMatrix } from './spdy-kubectl-matrix.js';
 
 describeSpdyKubectlMatrix('kubectl → dev cluster', async (podsDir) => {

@@ -13,7 +13,7 @@ import { sha256, sha256File, sha256Stream } from '../helpers/hash.js';
 import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/http-fixture.js';
 import { findKubectl, kubectlE2eSkipReason, kubectlEnv, runKubectl } from '../helpers/kubectl.js';
 import { startTmux } from '../helpers/tty.js';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ksp-helpers-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

@@ -1,2 +1,2 @@
-/** The test PKI is the dev PKI (`src/dev-pki.ts`): the demo issues its certificates the same way. */
-export * from '../../src/dev-pki.js';
+/** The test PKI is the dev PKI (`dev/dev-pki.ts`): the demo issues its certificates the same way. */
+export * from '../../dev/dev-pki.js';

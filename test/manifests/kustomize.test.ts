@@ -45,7 +45,7 @@ const API_CALLS = [
 /** The one file allowed to make API calls of the proxy's own. */
 const API_CLIENT_FILE = 'src/api-client.ts';
 
-/** Source folders of the proxy (not the dev cluster, which serves the API instead of calling it). */
+/** Source folders of the proxy (the dev systems live in dev/). */
 const PROXY_SOURCES = ['src', 'handlers', 'proxy', 'translator'];
 
 type Obj = { kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; [k: string]: any };
@@ -53,7 +53,7 @@ type Obj = { kind: string; metadata: { name: string; namespace?: string; labels?
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((n) => {
     const p = join(dir, n);
-    if (statSync(p).isDirectory()) return n === 'devcluster' ? [] : sourceFiles(p);
+    if (statSync(p).isDirectory()) return sourceFiles(p);
     return p.endsWith('.ts') ? [p] : [];
   });
 }

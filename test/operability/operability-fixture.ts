@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { resolveConfig } from '../../src/config.js';
-import { startDevCluster, type DevCluster } from '../../src/devcluster/dev-cluster.js';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { counterValue } from '../helpers/metrics.js';
 

@@ -17,7 +17,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUILTIN_ECHO, openFds, runConcurrent, runSequential, summaryLine } from '../../bench/soak-load.js';
-import { startDevCluster, type DevCluster } from '../../src/devcluster/dev-cluster.js';
+import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
 import type { RunningServer } from '../../src/server.js';
 import { eventually } from '../operability/operability-fixture.js';
 import { startProxy } from '../proxy/scripted-upstream.js';

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { WebSocket } from 'ws';
 import { resolveConfig } from '../../src/config.js';
-import { startDevCluster, type DevCluster } from '../../src/devcluster/dev-cluster.js';
+import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { encodeFrame, FrameParser, HeaderCompressor, type SpdyFrame } from '../../src/spdy/index.js';
 import { RawClient } from '../proxy/scripted-upstream.js';

@@ -10,8 +10,8 @@ import WebSocket from 'ws';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig, type ServeFlags } from '../../src/config.js';
-import { startDevCluster, type DevCluster } from '../../src/devcluster/dev-cluster.js';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { createCa, createClientCert, createTestPki, type CertAndKey, type TestPki } from '../helpers/certs.js';
 

@@ -7,9 +7,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../../src/config.js';
-import { startDevCluster, type DevCluster } from '../../src/devcluster/dev-cluster.js';
+import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
 import type { FeatureGateName } from '../../src/feature-gate.js';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 
 /** A dev cluster with the proxy in front. */

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '../../src/errors.js';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { AGENT_USAGE, parseAgentArgs } from '../../src/tunnel/agent-command.js';
 import type { AgentPoolOptions } from '../../src/tunnel/agent-pool.js';
 

@@ -17,7 +17,7 @@ import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { constants as osConstants } from 'node:os';
 import { PassThrough } from 'node:stream';
-import type { ExecProcess } from '../../src/devcluster/pod.js';
+import type { ExecProcess } from '../../dev/cluster/pod.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
 import { waitFor } from '../helpers/wait.js';
 import { startTunnelFixture, type AgentProcess, type ProxyProcess, type TunnelFixture } from './tunnel-fixture.js';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { join } from 'node:path';
 import { sha256 } from '../helpers/hash.js';
 import { startBytesServer, downloadDigest, type BytesServer } from '../helpers/http-fixture.js';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { writeKubeconfig } from '../../src/kubeconfig.js';
+import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { freePort } from '../../bench/nginx.js';
 import { counterValue } from '../helpers/metrics.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, summary } from '../helpers/kubectl.js';

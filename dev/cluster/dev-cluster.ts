@@ -1,0 +1,254 @@
+/**
+ * The embedded development cluster: one HTTP (or HTTPS) server that answers what kubectl needs of a
+ * kube-apiserver (legacy discovery, namespaces, pods with watch, the node, services, endpointslices,
+ * events, self reviews, Table printing) and serves pods/exec,
+ * pods/attach and pods/portforward as a pre-1.30 kubelet does (SPDY/3.1 and the legacy WebSocket
+ * protocols, no v5). Pods run REAL local processes, each in its own working directory.
+ *
+ * Optionally, for security tests: static token authentication, a policy-file authorizer,
+ * impersonation, TokenReview/SubjectAccessReview, and a separate mTLS kubelet listener. Without
+ * those options there is no authentication at all.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer } from 'ws';
+import { writeRawStatus } from '../../src/http-response.js';
+import { AccessControl, type AccessDecision } from './access-control.js';
+import { DevClusterRuntime } from './cluster-runtime.js';
+import { createCoreApiHandler } from './core-api.js';
+import { createObjectResources, type DevClusterServiceSeed } from './cluster-objects.js';
+import { kubernetesServiceSeed } from './services.js';
+import { sendStatus } from './http-json.js';
+import { startKubeletServer, type KubeletServer } from './kubelet-server.js';
+import { createNodeProxyHandler } from './node-proxy.js';
+import { NODE_NAME, type NodeInfo } from './nodes.js';
+import { ALWAYS_ALLOW, PolicyAuthorizer } from './policy.js';
+import { PodRegistry } from './pod-registry.js';
+import { RequestLog, type RecordedRequest } from './request-log.js';
+import { ResourceMetricsCollector } from './resource-metrics.js';
+import { createUpgradeHandler } from './stream-routes.js';
+import { StaticTokenAuthenticator } from './token-auth.js';
+import { chosenProtocols } from './ws-subprotocol.js';
+
+export type { DevClusterServiceSeed };
+
+/** Serving certificate and key (PEM). */
+export interface DevClusterTlsOptions {
+  cert: Buffer;
+  key: Buffer;
+}
+
+/** The kubelet listener (HTTPS, client certificates required). */
+export interface DevClusterKubeletOptions {
+  /** Listen host (default: the API's host). Its IP is the node's InternalIP. */
+  host?: string;
+  /** Listen port (default 0: a free port). */
+  port?: number;
+  /** Serving certificate and key; the SAN must cover the address clients dial. */
+  tls: DevClusterTlsOptions;
+  /** PEM CA bundle: only client certificates it issued pass the TLS handshake. */
+  clientCa: Buffer;
+}
+
+/** Options of {@link startDevCluster}. */
+export interface DevClusterOptions {
+  /** Listen host (default 127.0.0.1). */
+  host?: string;
+  /** Listen port (default 0: a free port). */
+  port?: number;
+  /** Extra pods in namespace "default"; "demo" always exists. */
+  pods?: string[];
+  /**
+   * Services that exist from the start, each with an EndpointSlice when it has `endpoints`, e.g.
+   * `{ namespace: 'kube-system', name: 'metrics-server', ports: [{ name: 'https', port: 443, targetPort: 4443 }],
+   * endpoints: [{ address: '127.0.0.1' }] }`.
+   */
+  services?: DevClusterServiceSeed[];
+  /** Folder for the pods' working directories (default: a new temp folder, removed on close). */
+  dataDir?: string;
+  /** Serve the API over HTTPS with this certificate (the URL becomes `https://`). */
+  tls?: DevClusterTlsOptions;
+  /**
+   * kube-apiserver `--token-auth-file` CSV (`token,user,uid,"group1,group2"`). When set, anonymous
+   * access is off: every API request needs a valid `Authorization: Bearer` token (else 401), and the
+   * authentication.k8s.io/authorization.k8s.io review APIs are served.
+   */
+  tokenAuthFile?: string;
+  /** JSON policy (see `policy.ts`); needs {@link tokenAuthFile}. Without it, authenticated users may do anything. */
+  authorizationPolicyFile?: string;
+  /** Start a kubelet listener as well. */
+  kubelet?: DevClusterKubeletOptions;
+  /** Called for every request on arrival (API and kubelet, upgrades included). */
+  onRequest?: (request: RecordedRequest) => void;
+}
+
+/** A running dev cluster. */
+export interface DevCluster {
+  /** Base URL, e.g. http://127.0.0.1:6444 (https with {@link DevClusterOptions.tls}). */
+  url: string;
+  port: number;
+  /** The kubelet listener's base URL, e.g. https://127.0.0.1:10250 (with {@link DevClusterOptions.kubelet}). */
+  kubeletUrl?: string;
+  /** The kubelet listener's port. */
+  kubeletPort?: number;
+  /** The node every pod runs on (`dev-node`). */
+  nodeName: string;
+  /** Every request that arrived, oldest first (the last 10 000); entries get `user` once known. */
+  requests: RecordedRequest[];
+  /** The folder holding the pods' working directories. */
+  dataDir: string;
+  /** The pod store (for tests: create, delete, inspect processes). */
+  pods: PodRegistry;
+  /** Close-tracking shared with the streaming handlers. */
+  runtime: DevClusterRuntime;
+  /** Kill all processes, close all sockets and the server; resolves when everything is gone. */
+  close(): Promise<void>;
+}
+
+/** The pod that always exists (namespace default, container "demo", `/bin/sh` on stdin). */
+export const DEMO_POD = 'demo';
+
+/** The IP a node address shows for a listen host (wildcards and `localhost` become loopback). */
+function addressFor(host: string): string {
+  if (host === '' || host === '0.0.0.0' || host === 'localhost') return '127.0.0.1';
+  if (host === '::') return '::1';
+  return host;
+}
+
+/** Start a dev cluster; resolves once it (and its kubelet listener) listens. */
+export async function startDevCluster(options: DevClusterOptions = {}): Promise<DevCluster> {
+  const host = options.host ?? '127.0.0.1';
+  if (options.authorizationPolicyFile !== undefined && options.tokenAuthFile === undefined) {
+    throw new Error('dev cluster: authorizationPolicyFile needs tokenAuthFile (there is no user to authorize)');
+  }
+  // Read both files first, so a bad one fails before anything listens or any process starts.
+  const authenticator = options.tokenAuthFile !== undefined ? StaticTokenAuthenticator.fromFile(options.tokenAuthFile) : undefined;
+  const authorizer = options.authorizationPolicyFile !== undefined ? PolicyAuthorizer.fromFile(options.authorizationPolicyFile) : ALWAYS_ALLOW;
+  const access = authenticator ? new AccessControl(authenticator, authorizer) : undefined;
+  const log = new RequestLog(options.onRequest);
+  const ownDataDir = options.dataDir === undefined;
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'kube-stream-proxy-dev-'));
+  mkdirSync(dataDir, { recursive: true });
+
+  const runtime = new DevClusterRuntime();
+  const registry = new PodRegistry(dataDir);
+  const objects = createObjectResources(registry, options.services ?? []);
+  const wss = new WebSocketServer({
+    noServer: true,
+    clientTracking: false,
+    perMessageDeflate: false,
+    maxPayload: 32 * 1024 * 1024, // x/net/websocket's DefaultMaxPayloadBytes
+    handleProtocols: (_offered: Set<string>, req: IncomingMessage) => chosenProtocols.get(req) || false,
+  });
+  let address = `${host}:0`;
+  let kubelet: KubeletServer | undefined;
+  const node = (): NodeInfo => ({
+    name: NODE_NAME,
+    internalIP: addressFor(options.kubelet?.host ?? host),
+    kubeletPort: kubelet?.port ?? 0,
+  });
+  const coreApi = createCoreApiHandler({
+    registry,
+    serverAddress: () => address,
+    node,
+    objects: objects.resources,
+    authorizer,
+    reviews: authenticator ? { authenticator, authorizer } : undefined,
+  });
+  const nodeProxy = createNodeProxyHandler({ node, collector: new ResourceMetricsCollector(registry) });
+  const upgradeHandler = createUpgradeHandler({ registry, cluster: runtime, wss });
+  /** Authenticate and authorize (when on), noting the effective user on the log entry. */
+  const admit = (entry: RecordedRequest, req: IncomingMessage): AccessDecision | undefined => {
+    if (!access) return undefined;
+    const decision = access.check(req);
+    if (decision.user) {
+      entry.user = decision.user.name;
+      entry.groups = decision.user.groups;
+    }
+    return decision;
+  };
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    const decision = admit(log.record('api', req, false), req);
+    if (decision && !decision.ok) return sendStatus(res, decision.status);
+    if (nodeProxy(req, res)) return;
+    coreApi(req, res, decision?.user);
+  };
+  const server: Server = options.tls
+    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key, ALPNProtocols: ['http/1.1'] }, onRequest)
+    : createServer(onRequest);
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const decision = admit(log.record('api', req, true), req);
+    if (decision && !decision.ok) {
+      socket.on('error', () => undefined);
+      runtime.track(socket);
+      return writeRawStatus(socket, decision.status);
+    }
+    upgradeHandler(req, socket, head);
+  });
+  server.on('connection', (socket: Socket) => runtime.track(socket));
+  server.on('clientError', (_err, socket) => socket.destroy());
+
+  for (const name of new Set([DEMO_POD, ...(options.pods ?? [])])) registry.create({ name, namespace: 'default' });
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    if (options.kubelet) {
+      kubelet = await startKubeletServer({
+        host: options.kubelet.host ?? host,
+        port: options.kubelet.port ?? 0,
+        tls: { ...options.kubelet.tls, clientCa: options.kubelet.clientCa },
+        registry,
+        cluster: runtime,
+        wss,
+        log,
+      });
+    }
+  } catch (err) {
+    if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+    await registry.stopAll();
+    if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+  const port = (server.address() as { port: number }).port;
+  // Like every cluster, `default/kubernetes` points at the API server (known once it listens).
+  if (!objects.resources.services!.store.get('default', 'kubernetes')) objects.seed(kubernetesServiceSeed(addressFor(host), port));
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+  address = `${urlHost}:${port}`;
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      const servers = kubelet ? [server, kubelet.server] : [server];
+      const serversClosed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
+      for (const s of servers) s.closeAllConnections();
+      await Promise.all([registry.stopAll(), runtime.shutdown()]);
+      await Promise.all(serversClosed);
+      if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
+    })();
+    return closing;
+  };
+
+  return {
+    url: `${options.tls ? 'https' : 'http'}://${urlHost}:${port}`,
+    port,
+    kubeletUrl: kubelet?.url,
+    kubeletPort: kubelet?.port,
+    nodeName: NODE_NAME,
+    requests: log.entries,
+    dataDir,
+    pods: registry,
+    runtime,
+    close,
+  };
+}
