@@ -74,6 +74,30 @@ Security (docs/security.md):
                                       work. With --client-ca-file, a cross-origin upgrade without a bearer
                                       token is refused unless its origin is listed explicitly.
 
+JWT / OIDC authentication (docs/security.md; --authn impersonate only):
+  --authentication-config PATH        File with Authentication Configuration (apiserver.config.k8s.io/v1,
+                                      v1beta1, v1alpha1) to configure the JWT Token authenticator,
+                                      re-read when it changes. Mutually exclusive with the oidc-* flags.
+  --oidc-issuer-url URL               The URL of the OpenID issuer, only HTTPS scheme will be accepted. If
+                                      set, it will be used to verify the OIDC JSON Web Token (JWT).
+  --oidc-client-id ID                 The client ID for the OpenID Connect client, must be set if
+                                      oidc-issuer-url is set.
+  --oidc-ca-file PATH                 If set, the OpenID server's certificate will be verified by one of the
+                                      authorities in the oidc-ca-file, otherwise the host's root CA set is used.
+  --oidc-username-claim CLAIM         The OpenID claim to use as the user name (default "sub"). Claims other
+                                      than the default are not guaranteed to be unique and immutable.
+  --oidc-username-prefix PREFIX       If provided, all usernames will be prefixed with this value. If not
+                                      provided, username claims other than 'email' are prefixed by the issuer
+                                      URL to avoid clashes. To skip any prefixing, provide the value '-'.
+  --oidc-groups-claim CLAIM           If provided, the name of a custom OpenID Connect claim for specifying
+                                      user groups (a string or an array of strings).
+  --oidc-groups-prefix PREFIX         If provided, all groups will be prefixed with this value to prevent
+                                      conflicts with other authentication strategies.
+  --oidc-required-claim KEY=VALUE     A required claim in the ID Token, verified to be present with a matching
+                                      value. Repeat this flag to specify multiple claims.
+  --oidc-signing-algs A,B             Comma-separated list of allowed JOSE asymmetric signing algorithms:
+                                      RS256, RS384, RS512, ES256, ES384, ES512, PS256, PS384, PS512 (default RS256).
+
 Aggregation (docs/aggregation.md):
   --apiservice-config PATH            apiregistration.k8s.io/v1 APIService documents (YAML/JSON, a List too),
                                       re-read when the file changes. /apis/<group>/<version>/... of a
@@ -146,6 +170,16 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'agent-listen': { type: 'string' },
         'agent-token-file': { type: 'string' },
         'agent-client-ca-file': { type: 'string' },
+        'authentication-config': { type: 'string' },
+        'oidc-issuer-url': { type: 'string' },
+        'oidc-client-id': { type: 'string' },
+        'oidc-ca-file': { type: 'string' },
+        'oidc-username-claim': { type: 'string' },
+        'oidc-username-prefix': { type: 'string' },
+        'oidc-groups-claim': { type: 'string' },
+        'oidc-groups-prefix': { type: 'string' },
+        'oidc-required-claim': { type: 'string', multiple: true },
+        'oidc-signing-algs': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -196,13 +230,31 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       agentListen: values['agent-listen'],
       agentTokenFile: values['agent-token-file'],
       agentClientCaFile: values['agent-client-ca-file'],
+      authenticationConfig: values['authentication-config'],
+      oidcIssuerUrl: values['oidc-issuer-url'],
+      oidcClientId: values['oidc-client-id'],
+      oidcCaFile: values['oidc-ca-file'],
+      oidcUsernameClaim: values['oidc-username-claim'],
+      oidcUsernamePrefix: values['oidc-username-prefix'],
+      oidcGroupsClaim: values['oidc-groups-claim'],
+      oidcGroupsPrefix: values['oidc-groups-prefix'],
+      oidcRequiredClaim: values['oidc-required-claim'],
+      oidcSigningAlgs: values['oidc-signing-algs'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`kube-stream-proxy serve: ${e.message}\n`);
     return 2;
   }
-  const server = await startServer(config, { logger: { level: 'info' } });
+  let server;
+  try {
+    server = await startServer(config, { logger: { level: 'info' } });
+  } catch (e) {
+    // The --authentication-config file is loaded again at start: it may have changed since the check.
+    if (!(e instanceof ConfigError)) throw e;
+    process.stderr.write(`kube-stream-proxy serve: ${e.message}\n`);
+    return 2;
+  }
   process.stdout.write(
     `kube-stream-proxy listening on ${server.url}, upstream ${config.upstream?.url.origin ?? '(none)'}` +
       (server.agentUrl ? `, agents on ${server.agentUrl}` : '') +

@@ -11,6 +11,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { AuthnMode } from './auth/request-auth.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
 import { parseAllowedOrigins, type AllowedOrigins } from './auth/websocket-origin.js';
+import { parseJwtAuthentication, type JwtAuthenticationConfig } from './auth/jwt-authentication.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
 import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
@@ -60,6 +61,8 @@ export interface SecurityConfig {
   kubelet?: KubeletClientConfig;
   /** The proxy's own API credentials, for TokenReview, SubjectAccessReview and pod/node lookups. */
   apiKubeConfig: () => Promise<KubeConfig>;
+  /** `--authentication-config` or the `--oidc-*` flags (impersonate only): JWT authenticators before TokenReview. */
+  jwt?: JwtAuthenticationConfig;
   /** Start-up warnings (insecure settings) the CLI logs. */
   warnings: string[];
 }
@@ -152,6 +155,18 @@ export interface ServeFlags {
   agentListen?: string;
   agentTokenFile?: string;
   agentClientCaFile?: string;
+  authenticationConfig?: string;
+  oidcIssuerUrl?: string;
+  oidcClientId?: string;
+  oidcCaFile?: string;
+  oidcUsernameClaim?: string;
+  oidcUsernamePrefix?: string;
+  oidcGroupsClaim?: string;
+  oidcGroupsPrefix?: string;
+  /** Comma-separated. */
+  oidcSigningAlgs?: string;
+  /** Each `key=value` (the flag is repeatable). */
+  oidcRequiredClaim?: string[];
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -436,7 +451,22 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
   if (upstream?.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
     securityFlags.warnings.push('kubeconfig insecure-skip-tls-verify: the upstream serving certificate is NOT verified');
   }
-  const security: SecurityConfig = { ...securityFlags, apiKubeConfig };
+  const jwt = await parseJwtAuthentication(
+    flags.authenticationConfig,
+    {
+      ...(flags.oidcIssuerUrl !== undefined ? { issuerURL: flags.oidcIssuerUrl } : {}),
+      ...(flags.oidcClientId !== undefined ? { clientID: flags.oidcClientId } : {}),
+      ...(flags.oidcCaFile !== undefined ? { caFile: flags.oidcCaFile } : {}),
+      ...(flags.oidcUsernameClaim !== undefined ? { usernameClaim: flags.oidcUsernameClaim } : {}),
+      ...(flags.oidcUsernamePrefix !== undefined ? { usernamePrefix: flags.oidcUsernamePrefix } : {}),
+      ...(flags.oidcGroupsClaim !== undefined ? { groupsClaim: flags.oidcGroupsClaim } : {}),
+      ...(flags.oidcGroupsPrefix !== undefined ? { groupsPrefix: flags.oidcGroupsPrefix } : {}),
+      ...(flags.oidcSigningAlgs !== undefined ? { signingAlgs: listFlag(flags.oidcSigningAlgs, []) } : {}),
+      ...(flags.oidcRequiredClaim !== undefined && flags.oidcRequiredClaim.length > 0 ? { requiredClaims: flags.oidcRequiredClaim } : {}),
+    },
+    securityFlags.authn,
+  );
+  const security: SecurityConfig = { ...securityFlags, apiKubeConfig, ...(jwt ? { jwt } : {}) };
   const config: ProxyConfig = {
     security,
     listen,

@@ -13,6 +13,7 @@
  * 1000; passthrough: close; tunnel: WebSocket close 1001), wait briefly for those to close, and close.
  */
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { createServer as createHttpServer, ServerResponse, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
@@ -34,6 +35,8 @@ import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import { createProxyApiClient, type ProxyApiClient } from './api-client.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
+import { startJwtAuthentication, type JwtAuthenticatorSource } from './auth/jwt-authentication.js';
+import { createJwtMetrics } from './auth/jwt-metrics.js';
 import { createRequestAuthHook } from './auth/request-auth.js';
 import { reviewersPerCluster } from './auth/reviewers.js';
 import { createWebSocketOriginHook } from './auth/origin-hook.js';
@@ -173,11 +176,16 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const probe =
     options.upstreamProbe ??
     (primary ? new UpstreamProbe(primary, { onDialError: (reason) => metrics.incUpstreamDialError('readiness', reason) }) : undefined);
+  // The JWT authenticators (started below, once the app's logger exists).
+  let jwt: JwtAuthenticatorSource | undefined;
   const readiness = async (): Promise<ReadinessCheck[]> => {
     const shutdown: ReadinessCheck = sessions.draining || closing ? { name: 'shutdown', ok: false, message: 'proxy is shutting down' } : { name: 'shutdown', ok: true };
-    if (!probe) return [shutdown];
+    // An issuer whose keys are not known yet: its tokens get 401 until they are (docs/operations.md).
+    const jwtProblems = jwt?.authenticator.problems();
+    const jwtCheck: ReadinessCheck[] = jwtProblems === undefined ? [] : [jwtProblems.length === 0 ? { name: 'jwt', ok: true } : { name: 'jwt', ok: false, message: jwtProblems.join('; ') }];
+    if (!probe) return [shutdown, ...jwtCheck];
     const upstream = await probe.check();
-    return [shutdown, { name: 'upstream', ...upstream }];
+    return [shutdown, { name: 'upstream', ...upstream }, ...jwtCheck];
   };
   const app = Fastify({
     logger: options.logger ?? false,
@@ -241,6 +249,17 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const needsApi = security !== undefined && (security.authn === 'impersonate' || security.upstreamMode === 'kubelet' || aggregation !== undefined);
   const api = needsApi ? (options.apiClient ?? createProxyApiClient(security.apiKubeConfig)) : undefined;
   for (const warning of security?.warnings ?? []) app.log.warn({}, warning);
+  if (security?.jwt && security.authn === 'impersonate') {
+    const metrics = createJwtMetrics(registry, { apiserverId: `kube-stream-proxy-${hostname()}` });
+    try {
+      jwt = await startJwtAuthentication(security.jwt, { logger: app.log, metrics });
+    } catch (e) {
+      await app.close();
+      throw e;
+    }
+    const started = jwt;
+    app.addHook('onClose', async () => started.close());
+  }
   const requestHeader = security?.requestHeader;
   const lower = (xs: readonly string[]): string[] => xs.map((x) => x.toLowerCase());
   // The Origin policy comes first: a refused WebSocket upgrade costs no TokenReview and reaches no upstream.
@@ -274,6 +293,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const reviewersOf = reviewersPerCluster({
     ...(security?.clientCa ? { clientCa: parseCertificateBundle(security.clientCa) } : {}),
     ...(requestHeader ? { requestHeader } : {}),
+    ...(jwt ? { jwt } : {}),
   });
   app.addHook(
     'onRequest',

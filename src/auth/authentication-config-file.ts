@@ -87,6 +87,29 @@ function parse(text: string, disallowedIssuers: readonly string[] | undefined, o
   return { config, compiled: authenticators };
 }
 
+/**
+ * Read, decode and validate `path` as {@link AuthenticationConfigFile.load} does, without starting
+ * anything (no issuer is contacted, nothing is watched): the start-up check of `serve`'s flags.
+ * Throws the same {@link ConfigError}s.
+ */
+export async function checkAuthenticationConfigFile(path: string, disallowedIssuers?: readonly string[]): Promise<AuthenticationConfiguration> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`failed to load authentication configuration from file ${JSON.stringify(path)}: ${(err as Error).message}`, { cause: err });
+  }
+  const parsed = parse(text, disallowedIssuers);
+  if ('error' in parsed) throw loadError(path, parsed.error);
+  return parsed.config;
+}
+
+/** The ConfigError of a file that does not decode or validate. */
+function loadError(path: string, error: string): ConfigError {
+  const prefix = error.startsWith('invalid authentication configuration') ? '' : `failed to load authentication configuration from file ${JSON.stringify(path)}: `;
+  return new ConfigError(`--authentication-config ${path}: ${prefix}${error}`);
+}
+
 /** The authentication configuration file, kept current. */
 export class AuthenticationConfigFile extends EventEmitter<AuthenticationConfigFileEvents> {
   #authenticator: JwtAuthenticator;
@@ -131,10 +154,7 @@ export class AuthenticationConfigFile extends EventEmitter<AuthenticationConfigF
       throw new ConfigError(`failed to load authentication configuration from file ${JSON.stringify(path)}: ${(err as Error).message}`, { cause: err });
     }
     const parsed = parse(text, options.disallowedIssuers);
-    if ('error' in parsed) {
-      const prefix = parsed.error.startsWith('invalid authentication configuration') ? '' : `failed to load authentication configuration from file ${JSON.stringify(path)}: `;
-      throw new ConfigError(`--authentication-config ${path}: ${prefix}${parsed.error}`);
-    }
+    if ('error' in parsed) throw loadError(path, parsed.error);
     const file = new AuthenticationConfigFile(path, text, parsed, options);
     file.#start();
     return file;

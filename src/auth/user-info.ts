@@ -18,8 +18,12 @@ export interface UserInfo {
   extra: Record<string, string[]>;
 }
 
-/** How the user was authenticated (audit and logs). */
-export type AuthenticationMethod = 'requestheader' | 'x509' | 'token';
+/**
+ * How the user was authenticated (audit, logs and the WebSocket Origin rule): `token` by TokenReview,
+ * `jwt` by the proxy's own JWT authenticators. Both are explicit bearer credentials a page must hold,
+ * so the Origin rule treats them alike (only `x509` is supplied by a browser on its own).
+ */
+export type AuthenticationMethod = 'requestheader' | 'x509' | 'token' | 'jwt';
 
 /** `user` with `system:authenticated` in its groups (once), as the apiserver's union authenticator adds it. */
 export function withAuthenticatedGroup(user: UserInfo): UserInfo {
