@@ -124,3 +124,19 @@ export class TestBrowser {
     throw new Error(`too many redirects from ${url}`);
   }
 }
+
+/**
+ * What a user does in the browser for a device code on the demo/test OpenID Provider
+ * (`dev/oidc-issuer.ts`): open the verification page, type the code, confirm, sign in, allow.
+ * Resolves with the last page (oidc-provider's "sign-in complete" page).
+ */
+export async function approveDeviceCode(ca: string, verificationUri: string, userCode: string, login: string, password: string): Promise<Page> {
+  const browser = new TestBrowser(ca);
+  let page = await browser.get(verificationUri);
+  page = await browser.submit(page, browser.form(page, 'op.deviceInputForm'), { user_code: userCode });
+  page = await browser.submit(page, browser.form(page, 'op.deviceConfirmForm'));
+  if (!page.body.includes('Sign in')) throw new Error(`no sign-in page after the device code (HTTP ${page.status}): ${page.body.slice(0, 300)}`);
+  page = await browser.submit(page, browser.form(page, 'login'), { login, password });
+  if (!page.body.includes('Authorize')) throw new Error(`sign-in as ${login} failed (HTTP ${page.status}): ${page.body.slice(0, 300)}`);
+  return browser.submit(page, browser.form(page, 'consent'));
+}
