@@ -2,7 +2,7 @@
  * The dev cluster's REST surface for non-upgrade requests: discovery, namespaces, pods (list,
  * watch, get, create, delete, log with follow), nodes, services, endpointslices and events
  * (`object-api.ts`), the `Upgrade request required` answer of the streaming subresources,
- * SelfSubjectAccessReview/SelfSubjectRulesReview and (with token authentication) TokenReview and
+ * SelfSubjectAccessReview/SelfSubjectRulesReview/SelfSubjectReview and (with token authentication) TokenReview and
  * SubjectAccessReview. Answers are `application/json`, or a meta.k8s.io Table when the client asks
  * for one (`printable-response.ts`); errors are Status objects. Authentication and authorization
  * happened before (`access-control.ts`).
@@ -32,7 +32,7 @@ import { isWatch, servePodWatch } from './pod-watch.js';
 import { sendPrintable, watchEventObject } from './printable-response.js';
 import { NAMESPACE_PRINTER, NODE_PRINTER, POD_PRINTER } from './printers.js';
 import { subjectAccessReview, tokenReview } from './reviews.js';
-import { ANONYMOUS, selfSubjectAccessReview, selfSubjectRulesReview } from './self-reviews.js';
+import { ANONYMOUS, SELF_SUBJECT_REVIEW_VERSIONS, selfSubjectAccessReview, selfSubjectReview, selfSubjectRulesReview } from './self-reviews.js';
 import type { StaticTokenAuthenticator, UserInfo } from './token-auth.js';
 import { serveLog } from './pod-log.js';
 
@@ -231,8 +231,6 @@ async function namedGroup(
     if (method !== 'GET' && method !== 'HEAD') return sendStatus(res, methodNotAllowed(method));
     return sendJson(res, 200, rest.length === 0 ? apiGroup(group) : groupResources(group, deps.reviews !== undefined));
   }
-  if (rest.length !== 2 || rest[0] !== 'v1') return notFound();
-  const resource = rest[1]!;
   const answer = (review: (body: unknown) => { code: number; body: unknown }, protobuf = false): Promise<void> =>
     (async () => {
       if (method !== 'POST') return sendStatus(res, methodNotAllowed(method));
@@ -241,6 +239,12 @@ async function namedGroup(
       const a = review(body.value);
       sendJson(res, a.code, a.body);
     })();
+  if (group === 'authentication.k8s.io' && rest.length === 2 && rest[1] === 'selfsubjectreviews' && SELF_SUBJECT_REVIEW_VERSIONS.includes(rest[0]!)) {
+    const version = rest[0]!;
+    return answer((b) => selfSubjectReview(b, user, version), true);
+  }
+  if (rest.length !== 2 || rest[0] !== 'v1') return notFound();
+  const resource = rest[1]!;
   if (group === 'authorization.k8s.io' && resource === 'selfsubjectaccessreviews') {
     return answer((b) => selfSubjectAccessReview(b, user, deps.authorizer), true);
   }

@@ -35,9 +35,9 @@ export const REVIEW_GROUPS = ['authentication.k8s.io', 'authorization.k8s.io'] a
 /** One of {@link REVIEW_GROUPS}. */
 export type ReviewGroup = (typeof REVIEW_GROUPS)[number];
 
-/** The named groups served: authentication.k8s.io only `withReviews` (token authentication on). */
-export function servedGroups(withReviews: boolean): NamedGroup[] {
-  return NAMED_GROUPS.filter((g) => withReviews || g !== 'authentication.k8s.io');
+/** The named groups served: all of them (authentication.k8s.io has SelfSubjectReview even without token authentication). */
+export function servedGroups(_withReviews: boolean): NamedGroup[] {
+  return [...NAMED_GROUPS];
 }
 
 /** `GET /apis/{group}` (and an entry of `/apis`): the group with its one version, v1. */
@@ -48,8 +48,8 @@ export function apiGroup(name: NamedGroup, withKind = true): Record<string, unkn
 }
 
 /**
- * `GET /apis`: authorization.k8s.io (self reviews, always) and discovery.k8s.io (EndpointSlices),
- * plus (`withReviews`, token authentication on) authentication.k8s.io.
+ * `GET /apis`: authentication.k8s.io and authorization.k8s.io (self reviews, always) and
+ * discovery.k8s.io (EndpointSlices).
  */
 export function apiGroupList(withReviews = false): Record<string, unknown> {
   return { kind: 'APIGroupList', apiVersion: 'v1', groups: servedGroups(withReviews).map((g) => apiGroup(g, false)) };
@@ -64,13 +64,13 @@ const createOnly = (name: string, kind: string): Record<string, unknown> => ({
 });
 
 /**
- * `GET /apis/{group}/v1`: tokenreviews (authentication.k8s.io); selfsubjectaccessreviews,
+ * `GET /apis/{group}/v1`: selfsubjectreviews and (`withReviews`) tokenreviews (authentication.k8s.io); selfsubjectaccessreviews,
  * selfsubjectrulesreviews and (`withReviews`) subjectaccessreviews (authorization.k8s.io);
  * endpointslices (discovery.k8s.io).
  */
 export function groupResources(group: NamedGroup, withReviews = false): Record<string, unknown> {
   let resources: Record<string, unknown>[];
-  if (group === 'authentication.k8s.io') resources = [createOnly('tokenreviews', 'TokenReview')];
+  if (group === 'authentication.k8s.io') resources = [...(withReviews ? [createOnly('tokenreviews', 'TokenReview')] : []), createOnly('selfsubjectreviews', 'SelfSubjectReview')];
   else if (group === 'authorization.k8s.io') {
     resources = [
       createOnly('selfsubjectaccessreviews', 'SelfSubjectAccessReview'),

@@ -86,6 +86,14 @@ export const BASIC_USER_RULE: PolicyRule = {
   resources: ['selfsubjectaccessreviews', 'selfsubjectrulesreviews'],
 };
 
+/** The rest of `system:basic-user`: every user may ask who it is (`kubectl auth whoami`). */
+export const BASIC_USER_WHOAMI_RULE: PolicyRule = {
+  groups: [ALL_AUTHENTICATED],
+  verbs: ['create'],
+  apiGroups: ['authentication.k8s.io'],
+  resources: ['selfsubjectreviews'],
+};
+
 const STRING_LIST_FIELDS = ['users', 'groups', 'verbs', 'resources', 'apiGroups', 'namespaces', 'names', 'nonResourceURLs'] as const;
 
 /** Validate a parsed policy document (throws {@link PolicyFileError} naming the bad field). */
@@ -177,7 +185,7 @@ export class PolicyAuthorizer implements Authorizer {
     ) {
       return { allowed: true, reason: 'allowed by the built-in system:discovery grant to system:authenticated' };
     }
-    if (appliesTo(BASIC_USER_RULE, attrs) && ruleAllows(BASIC_USER_RULE, attrs)) {
+    if ([BASIC_USER_RULE, BASIC_USER_WHOAMI_RULE].some((rule) => appliesTo(rule, attrs) && ruleAllows(rule, attrs))) {
       return { allowed: true, reason: 'allowed by the built-in system:basic-user grant to system:authenticated' };
     }
     const index = this.policy.rules.findIndex((rule) => appliesTo(rule, attrs) && ruleAllows(rule, attrs));
@@ -191,7 +199,7 @@ export class PolicyAuthorizer implements Authorizer {
     const inNamespace = (rule: PolicyRule): boolean =>
       rule.namespaces === undefined || rule.namespaces.includes('*') || rule.namespaces.includes(namespace);
     const out: SubjectRules = { resourceRules: [], nonResourceRules: [], incomplete: false };
-    for (const rule of [BASIC_USER_RULE, ...this.policy.rules]) {
+    for (const rule of [BASIC_USER_RULE, BASIC_USER_WHOAMI_RULE, ...this.policy.rules]) {
       if (!applies(rule)) continue;
       if (rule.resources !== undefined && inNamespace(rule)) {
         const r: SubjectRules['resourceRules'][number] = { verbs: rule.verbs, apiGroups: rule.apiGroups ?? ['*'], resources: rule.resources };

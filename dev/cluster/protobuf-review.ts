@@ -1,7 +1,7 @@
 /**
  * Reading the self reviews kubectl sends as protobuf (`Content-Type:
  * application/vnd.kubernetes.protobuf`; kubectl 1.33's `auth can-i` does): the `k8s\0` envelope
- * (runtime.Unknown: typeMeta, raw) around a SelfSubjectAccessReview or SelfSubjectRulesReview
+ * (runtime.Unknown: typeMeta, raw) around a SelfSubjectAccessReview, SelfSubjectRulesReview or SelfSubjectReview
  * (`k8s.io/api/authorization/v1/generated.proto`), turned into the JSON object the JSON path
  * receives. Only the fields the reviews use are read; the answer goes back as JSON (kubectl
  * accepts `application/json` too). Pure: bytes in, object or error out.
@@ -88,6 +88,7 @@ export function decodeSelfReview(body: Buffer): Json {
     if (nra) out.nonResourceAttributes = strings(nra, ['path', 'verb']);
     return { kind, apiVersion, spec: out };
   }
+  if (kind === 'SelfSubjectReview') return { kind, apiVersion };
   if (kind === 'SelfSubjectRulesReview') {
     const namespace = text(spec, 1);
     return { kind, apiVersion, spec: namespace ? { namespace } : {} };

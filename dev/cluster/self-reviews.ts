@@ -2,7 +2,12 @@
  * `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews` and `…/selfsubjectrulesreviews`,
  * answered as kube-apiserver's REST storage does (`pkg/registry/authorization/selfsubjectaccessreview`,
  * `…/selfsubjectrulesreview`): 201 with the review echoed and `status` filled in for the requesting
- * user. This is what `kubectl auth can-i` (and `--list`) sends.
+ * user. This is what `kubectl auth can-i` (and `--list`) sends. And
+ * `POST /apis/authentication.k8s.io/{v1,v1beta1,v1alpha1}/selfsubjectreviews`
+ * (`pkg/registry/authentication/selfsubjectreview`): 201 with `status.userInfo` of the requesting
+ * user — the impersonated one when the request impersonates, as kube-apiserver answers after its
+ * impersonation filter. `kubectl auth whoami` posts v1 (1.28+; protobuf in 1.33) or v1beta1
+ * first (1.27), falling back to the older versions on 404.
  */
 import { errorStatus } from '../../src/status.js';
 import type { Authorizer } from './policy.js';
@@ -53,6 +58,23 @@ export function selfSubjectAccessReview(body: unknown, user: UserInfo, authorize
     code: 201,
     body: { kind: 'SelfSubjectAccessReview', apiVersion: 'authorization.k8s.io/v1', metadata: { creationTimestamp: null }, spec, status },
   };
+}
+
+/** The versions of authentication.k8s.io that serve SelfSubjectReview (v1 since 1.28, v1beta1 since 1.27, v1alpha1 since 1.26). */
+export const SELF_SUBJECT_REVIEW_VERSIONS: readonly string[] = ['v1', 'v1beta1', 'v1alpha1'];
+
+/** A SelfSubjectReview: who the requesting `user` is (`status.userInfo`). */
+export function selfSubjectReview(body: unknown, user: UserInfo, version: string): ReviewAnswer {
+  const apiVersion = `authentication.k8s.io/${version}`;
+  const refuse = (why: string): ReviewAnswer => ({ code: 400, body: errorStatus(400, `not a SelfSubjectReview: ${why}`) });
+  if (!isObject(body)) return refuse('the body is not a JSON object');
+  if (body.kind !== undefined && body.kind !== 'SelfSubjectReview') return refuse(`kind ${JSON.stringify(body.kind)}`);
+  if (body.apiVersion !== undefined && body.apiVersion !== apiVersion) return refuse(`apiVersion ${JSON.stringify(body.apiVersion)}`);
+  const userInfo: Json = { username: user.name };
+  if (user.uid) userInfo.uid = user.uid;
+  if (user.groups.length > 0) userInfo.groups = user.groups;
+  if (user.extra && Object.keys(user.extra).length > 0) userInfo.extra = user.extra;
+  return { code: 201, body: { kind: 'SelfSubjectReview', apiVersion, metadata: { creationTimestamp: null }, status: { userInfo } } };
 }
 
 /** A SelfSubjectRulesReview: everything `user` may do in `spec.namespace`. */

@@ -257,7 +257,7 @@ describe('TokenReview and SubjectAccessReview', () => {
     const groups = JSON.parse((await call('GET', '/apis', bearer('t-bob'))).body);
     expect(groups.groups.map((g: { name: string }) => g.name)).toEqual(['authentication.k8s.io', 'authorization.k8s.io', 'discovery.k8s.io']);
     const authn = JSON.parse((await call('GET', '/apis/authentication.k8s.io/v1', bearer('t-bob'))).body);
-    expect(authn).toMatchObject({ kind: 'APIResourceList', groupVersion: 'authentication.k8s.io/v1', resources: [{ name: 'tokenreviews', kind: 'TokenReview', verbs: ['create'] }] });
+    expect(authn).toMatchObject({ kind: 'APIResourceList', groupVersion: 'authentication.k8s.io/v1', resources: [{ name: 'tokenreviews', kind: 'TokenReview', verbs: ['create'] }, { name: 'selfsubjectreviews', kind: 'SelfSubjectReview', verbs: ['create'] }] });
     const group = JSON.parse((await call('GET', '/apis/authorization.k8s.io', bearer('t-bob'))).body);
     expect(group).toMatchObject({ kind: 'APIGroup', name: 'authorization.k8s.io', preferredVersion: { groupVersion: 'authorization.k8s.io/v1', version: 'v1' } });
   });

@@ -357,6 +357,7 @@ describe('self reviews under a policy file', () => {
     const json = (await res.json()) as any;
     expect(json.status.resourceRules).toEqual([
       { verbs: ['create'], apiGroups: ['authorization.k8s.io'], resources: ['selfsubjectaccessreviews', 'selfsubjectrulesreviews'] },
+      { verbs: ['create'], apiGroups: ['authentication.k8s.io'], resources: ['selfsubjectreviews'] },
       { verbs: ['get', 'create'], apiGroups: ['*'], resources: ['pods', 'pods/exec'] },
     ]);
     expect(json.status.nonResourceRules).toContainEqual(expect.objectContaining({ verbs: ['get'], nonResourceURLs: expect.arrayContaining(['/api', '/version']) }));

@@ -61,8 +61,8 @@ describe('discovery', () => {
     expect(api.json).toMatchObject({ kind: 'APIVersions', versions: ['v1'] });
     const apis = await call('GET', '/apis', undefined, { Accept: accept });
     expect(apis.json.kind).toBe('APIGroupList');
-    // without token authentication: no authentication.k8s.io (TokenReview needs the token file)
-    expect(apis.json.groups.map((g: any) => g.name)).toEqual(['authorization.k8s.io', 'discovery.k8s.io']);
+    // without token authentication too: authentication.k8s.io has SelfSubjectReview (TokenReview needs the token file)
+    expect(apis.json.groups.map((g: any) => g.name)).toEqual(['authentication.k8s.io', 'authorization.k8s.io', 'discovery.k8s.io']);
   });
   it('lists the core resources and the streaming subresources', async () => {
     const r = await call('GET', '/api/v1');
