@@ -56,6 +56,10 @@ export interface SecurityFixtureOptions {
   proxyTokenEnding?: string;
   /** `--websocket-allowed-origins`. */
   websocketAllowedOrigins?: string;
+  /** More rules for the dev cluster's policy (after {@link POLICY}'s). */
+  extraPolicyRules?: Record<string, unknown>[];
+  /** More `serve` flags (e.g. `authenticationConfig`). */
+  serveFlags?: Partial<ServeFlags>;
 }
 
 /** A plain request to the proxy (HTTPS, trusting the test CA), optionally with a client certificate. */
@@ -191,7 +195,7 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
   const frontProxyClient = await createClientCert(work, frontProxyCa, { cn: 'front-proxy-client', name: 'front-proxy-client' });
   const otherCa = o.wrongKubeletCa ? await createCa(work, 'unrelated CA', 'other-ca') : undefined;
   writeFileSync(join(work, 'tokens.csv'), tokenFile());
-  writeFileSync(join(work, 'policy.json'), JSON.stringify(POLICY));
+  writeFileSync(join(work, 'policy.json'), JSON.stringify({ rules: [...POLICY.rules, ...(o.extraPolicyRules ?? [])] }));
   writeFileSync(join(work, 'proxy-token'), USERS.proxy.token + (o.proxyTokenEnding ?? ''));
 
   const cluster = await startDevCluster({
@@ -208,6 +212,7 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
     upstreamCaFile: pki.ca.certFile,
     upstreamTokenFile: join(work, 'proxy-token'),
     authn: o.authn,
+    ...o.serveFlags,
   };
   if (o.upstreamMode === 'kubelet') {
     Object.assign(flags, {
