@@ -22,7 +22,7 @@ import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { counterValue } from '../helpers/metrics.js';
 import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/http-fixture.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
-import { startTestProvider, TEST_CLIENT_ID, TEST_USERS, type TestProvider, type TestSigningKey } from '../helpers/oidc-provider.js';
+import { authenticationConfigFor, startTestProvider, TEST_CLIENT_ID, TEST_USERS, type TestProvider, type TestSigningKey } from '../helpers/oidc-provider.js';
 import { approveDeviceCode } from '../helpers/test-browser.js';
 import { deterministicBytes } from '../helpers/random-data.js';
 import { sha256 } from '../helpers/hash.js';
@@ -33,24 +33,6 @@ const BIN = resolve(import.meta.dirname, '../../bin/kube-stream-proxy.js');
 const ALICE = 'alice@example.com';
 const ALICE_GROUPS = ['oidc:developers', 'oidc:oncall', 'system:authenticated'];
 const UNAUTHORIZED = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'Unauthorized', reason: 'Unauthorized', code: 401 };
-
-/** The AuthenticationConfiguration for the provider: email as the user, groups prefixed. */
-export function authenticationConfigFor(idp: TestProvider): string {
-  return `apiVersion: apiserver.config.k8s.io/v1
-kind: AuthenticationConfiguration
-jwt:
-- issuer:
-    url: ${idp.issuer}
-    audiences: [${TEST_CLIENT_ID}]
-    certificateAuthority: ${JSON.stringify(idp.ca)}
-  claimMappings:
-    username: {claim: email, prefix: ""}
-    groups: {claim: groups, prefix: "oidc:"}
-  userValidationRules:
-  - expression: "!user.username.startsWith('system:')"
-    message: no system users
-`;
-}
 
 describe.skipIf(skip !== undefined)('JWT identities through the proxy (impersonate, --authentication-config)', () => {
   let idp: TestProvider;
