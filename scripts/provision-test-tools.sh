@@ -9,6 +9,7 @@
 #   haproxy     haproxy              the bench's HAProxy relay rows
 #   socat       socat                the bench's socat relay rows
 #   openssl     openssl              the dev PKI (dev/dev-pki.ts): test certificates and the demo's aggregated backend
+#   chromium    chromium             real headless Chromium: the OIDC sign-in page and a browser's WebSocket exec (test/e2e/jwt-browser.test.ts)
 #
 # All present: exits 0 at once (a handful of `command -v`, no process started). Missing ones are
 # installed when this runs as root with apt-get (one `apt-get update`, then `apt-get install`, both
@@ -36,6 +37,7 @@ check_all() {
   need haproxy haproxy
   need socat socat
   need openssl openssl
+  need chromium chromium
 }
 
 check_all
