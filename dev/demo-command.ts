@@ -18,6 +18,11 @@ demo and alpha, "two" demo and beta, and so on; each gets an agent (in this proc
 proxy's agent listener with its own token, and the kubeconfig gets one context per cluster
 (server: <proxy>/clusters/NAME; the first is current). No direct upstream and no dev-metrics then.
 
+With --oidc: single sign-on. A real OpenID Provider (npm oidc-provider) on loopback with a demo user
+and a sign-in page; the proxy in --authn impersonate over HTTPS with an AuthenticationConfiguration for
+it; the dev clusters with token authentication; a kubeconfig whose user runs kube-stream-proxy login
+(device code: open the URL it prints, sign in, allow). With --clusters N, one login for every context.
+
 WARNING: the dev clusters run real local processes as the current user.
 
 Usage:
@@ -30,6 +35,7 @@ Flags:
   --clusters N                    N clusters (1-${DEMO_MAX_CLUSTERS}) behind agents, one kubeconfig context each.
   --agent-listen HOST:PORT        The proxy's agent listener with --clusters (default 127.0.0.1:0; loopback).
   --feature-gates A=true,B=false  Proxy feature gates (as for serve).
+  --oidc                          Single sign-on with a demo OpenID Provider (above); oidc/ next to the kubeconfig.
   --kubeconfig PATH               Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig);
                                   with --clusters the agent tokens go to agents/ next to it.
   --shutdown-grace-period DURATION  As for serve (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}).
@@ -50,6 +56,7 @@ export async function demoCommand(argv: string[]): Promise<number | void> {
         kubeconfig: { type: 'string', default: '.kube-stream-proxy/kubeconfig' },
         clusters: { type: 'string' },
         'agent-listen': { type: 'string' },
+        oidc: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -66,6 +73,7 @@ export async function demoCommand(argv: string[]): Promise<number | void> {
       ...(values['shutdown-grace-period'] !== undefined ? { shutdownGracePeriod: values['shutdown-grace-period'] } : {}),
       ...(values.clusters !== undefined ? { clusters: parseDemoClusters(values.clusters) } : {}),
       ...(values['agent-listen'] !== undefined ? { agentListen: values['agent-listen'] } : {}),
+      ...(values.oidc ? { oidc: true } : {}),
     };
   } catch (e) {
     process.stderr.write(`kube-stream-proxy demo: ${(e as Error).message}\n\n${DEMO_USAGE}`);

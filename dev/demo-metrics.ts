@@ -5,7 +5,7 @@
  * an APIService `v1beta1.metrics.k8s.io` (with its `caBundle`) in the file the
  * proxy reads with `--apiservice-config`. So `kubectl top pod` works through `npm start`.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createCa, createClientCert, createServerCert } from './dev-pki.js';
 import { startDevMetrics, type DevMetrics } from './metrics/dev-metrics.js';
@@ -53,7 +53,7 @@ export const METRICS_SERVICE = { namespace: 'kube-system', name: 'metrics-server
  * Publish dev-metrics' address as the Service's EndpointSlice (what the EndpointSlice controller
  * does for a real metrics-server pod): one ready `127.0.0.1` endpoint on `port`, port name `https`.
  */
-async function publishEndpointSlice(clusterUrl: string, port: number): Promise<void> {
+async function publishEndpointSlice(clusterUrl: string, port: number, token?: string): Promise<void> {
   const body = {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
@@ -64,7 +64,7 @@ async function publishEndpointSlice(clusterUrl: string, port: number): Promise<v
   };
   const res = await fetch(`${clusterUrl}/apis/discovery.k8s.io/v1/namespaces/${METRICS_SERVICE.namespace}/endpointslices`, {
     method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
+    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
     body: JSON.stringify(body),
   });
   if (res.status !== 201) throw new Error(`publishing the metrics-server EndpointSlice: ${res.status} ${await res.text()}`);
@@ -75,7 +75,7 @@ async function publishEndpointSlice(clusterUrl: string, port: number): Promise<v
  * with {@link METRICS_SERVICE} seeded), publish its EndpointSlice, and write the APIService file
  * naming the Service — so the proxy resolves it as kube-aggregator does.
  */
-export async function startDemoMetrics(dir: string, clusterUrl: string): Promise<DemoMetrics> {
+export async function startDemoMetrics(dir: string, clusterUrl: string, o: { clusterTokenFile?: string } = {}): Promise<DemoMetrics> {
   const pki = join(dir, 'pki');
   mkdirSync(pki, { recursive: true });
   const ca = await createCa(pki, 'kube-stream-proxy demo CA');
@@ -86,12 +86,14 @@ export async function startDemoMetrics(dir: string, clusterUrl: string): Promise
   const metrics = await startDevMetrics({
     cluster: clusterUrl,
     tls: { cert: serving.cert, key: serving.key },
+    // demo --oidc: the dev cluster has token authentication.
+    ...(o.clusterTokenFile ? { clusterTokenFile: o.clusterTokenFile } : {}),
     // Like the dev cluster it reads, open to every caller: the demo proxy runs in passthrough, where
     // the caller's own (here: no) credentials reach the backend. The impersonate-mode front-proxy
     // path is exercised by test/aggregation/.
   });
   try {
-    await publishEndpointSlice(clusterUrl, metrics.port);
+    await publishEndpointSlice(clusterUrl, metrics.port, o.clusterTokenFile ? readFileSync(o.clusterTokenFile, 'utf8').trim() : undefined);
   } catch (e) {
     await metrics.close();
     throw e;

@@ -9,6 +9,11 @@
  *   proxy's `--agent-listen` (loopback) with its token from the proxy's `--agent-token-file`, and
  *   one context per cluster (`server: <proxy>/clusters/NAME`). No direct upstream, no dev-metrics.
  *
+ * - `oidc`: either of those with single sign-on (`demo-oidc.ts`): a real OpenID Provider, the proxy
+ *   in `--authn impersonate` over HTTPS with an AuthenticationConfiguration for it, the dev clusters
+ *   with token authentication, agents `--access-as impersonate`, and a kubeconfig user that runs
+ *   `kube-stream-proxy login` (one login for every context).
+ *
  * The CLI (`cli.ts`) parses the flags; this module starts, reports and stops the topology.
  */
 import { randomBytes } from 'node:crypto';
@@ -19,6 +24,7 @@ import { METRICS_SERVICE, startDemoMetrics } from './demo-metrics.js';
 import { startDevCluster, type DevCluster } from './cluster/dev-cluster.js';
 import { ConfigError } from '../src/errors.js';
 import { writeKubeconfig } from './kubeconfig.js';
+import type { DemoOidc } from './demo-oidc.js';
 import { parseHostPort } from '../src/listen-address.js';
 import { upstreamFromFiles } from '../src/routing/upstream.js';
 import { startServer, type RunningServer } from '../src/server.js';
@@ -50,6 +56,8 @@ export interface DemoOptions {
   clusters?: number;
   /** The proxy's agent listener with `clusters` (default 127.0.0.1:0). */
   agentListen?: string;
+  /** Single sign-on: an OpenID Provider, the proxy in impersonate mode, a `kube-stream-proxy login` kubeconfig. */
+  oidc?: boolean;
 }
 
 /** One cluster of a multi-cluster demo. */
@@ -68,6 +76,8 @@ export interface RunningDemo {
   kubeconfig: string;
   /** The clusters behind agents (empty for the single direct cluster). */
   clusters: DemoCluster[];
+  /** With `oidc`: the OpenID Provider and the files around it. */
+  oidc?: DemoOidc;
   /** What the CLI prints once everything is up (ends with the lines to try). */
   banner: string;
   /** Graceful stop: the proxy's drain (the shutdown grace period) and the agents', then the clusters. */
@@ -83,12 +93,28 @@ export function demoClusterName(i: number): { name: string; pod: string } {
 export async function runDemo(o: DemoOptions): Promise<RunningDemo> {
   if (o.clusters === undefined) {
     if (o.agentListen !== undefined) throw new ConfigError('--agent-listen needs --clusters');
-    return runSingleClusterDemo(o);
-  }
-  if (!Number.isInteger(o.clusters) || o.clusters < 1 || o.clusters > DEMO_MAX_CLUSTERS) {
+  } else if (!Number.isInteger(o.clusters) || o.clusters < 1 || o.clusters > DEMO_MAX_CLUSTERS) {
     throw new ConfigError(`--clusters: want a whole number from 1 to ${DEMO_MAX_CLUSTERS}, got ${o.clusters}`);
   }
-  return runMultiClusterDemo(o, o.clusters);
+  // Loaded only for --oidc: it imports oidc-provider (an optionalDependency).
+  const oidc = o.oidc ? await (await import('./demo-oidc.js')).startDemoOidc(join(dirname(o.kubeconfig), 'oidc')) : undefined;
+  try {
+    const demo = o.clusters === undefined ? await runSingleClusterDemo(o, oidc) : await runMultiClusterDemo(o, o.clusters, oidc);
+    if (!oidc) return demo;
+    const hint = `  KUBECONFIG=${o.kubeconfig} kubectl${o.clusters === undefined ? '' : ` --context ${demoClusterName(0).name}`} auth whoami   # signs in first: open the URL it prints\n`;
+    return {
+      ...demo,
+      oidc,
+      banner: demo.banner.replace('try:\n', `${oidc.banner}try:\n${hint}`),
+      shutdown: async () => {
+        await demo.shutdown();
+        await oidc.close();
+      },
+    };
+  } catch (e) {
+    await oidc?.close();
+    throw e;
+  }
 }
 
 /** Parse `--clusters` text: a whole number from 1 to {@link DEMO_MAX_CLUSTERS}. Throws ConfigError. */
@@ -100,13 +126,13 @@ export function parseDemoClusters(text: string): number {
 }
 
 /** Today's demo: one dev cluster as `--upstream`, dev-metrics aggregated, one context. */
-async function runSingleClusterDemo(o: DemoOptions): Promise<RunningDemo> {
+async function runSingleClusterDemo(o: DemoOptions, oidc?: DemoOidc): Promise<RunningDemo> {
   const { host, port } = parseHostPort(o.devClusterListen);
-  const cluster = await startDevCluster({ host, port, services: [METRICS_SERVICE] });
+  const cluster = await startDevCluster({ host, port, services: [METRICS_SERVICE], ...oidc?.clusterSecurity() });
   // The aggregated metrics.k8s.io backend, so `kubectl top` works (docs/aggregation.md).
   let metrics;
   try {
-    metrics = await startDemoMetrics(dirname(o.kubeconfig), cluster.url);
+    metrics = await startDemoMetrics(dirname(o.kubeconfig), cluster.url, oidc ? { clusterTokenFile: oidc.metricsTokenFile } : {});
   } catch (e) {
     await cluster.close();
     throw e;
@@ -122,6 +148,7 @@ async function runSingleClusterDemo(o: DemoOptions): Promise<RunningDemo> {
       apiserviceConfig: metrics.apiserviceConfigFile,
       proxyClientCertFile: metrics.proxyClientCertFile,
       proxyClientKeyFile: metrics.proxyClientKeyFile,
+      ...oidc?.serveFlags,
     });
     graceMs = config.shutdownGracePeriodMs;
     server = await startServer(config, { logger: { level: 'info' } });
@@ -130,7 +157,7 @@ async function runSingleClusterDemo(o: DemoOptions): Promise<RunningDemo> {
     await cluster.close();
     throw e;
   }
-  writeKubeconfig(o.kubeconfig, { server: server.url, name: 'kube-stream-proxy-demo' });
+  writeKubeconfig(o.kubeconfig, { server: server.url, name: 'kube-stream-proxy-demo', ...(oidc ? { caPem: oidc.pki.ca.cert.toString(), exec: oidc.user.exec } : {}) });
   const proxy = server;
   const dm = metrics.metrics;
   return {
@@ -152,7 +179,7 @@ async function runSingleClusterDemo(o: DemoOptions): Promise<RunningDemo> {
 }
 
 /** N dev clusters, an agent each, the proxy with `--agent-listen` and no upstream, N contexts. */
-async function runMultiClusterDemo(o: DemoOptions, n: number): Promise<RunningDemo> {
+async function runMultiClusterDemo(o: DemoOptions, n: number, oidc?: DemoOidc): Promise<RunningDemo> {
   const { host, port } = parseHostPort(o.devClusterListen);
   if (port !== 0 && port + n - 1 > 65535) throw new ConfigError(`--dev-cluster-listen: ports ${port}…${port + n - 1} do not all exist`);
   const dir = join(dirname(o.kubeconfig), 'agents');
@@ -183,7 +210,7 @@ async function runMultiClusterDemo(o: DemoOptions, n: number): Promise<RunningDe
   let graceMs = 0;
   try {
     for (const [i, c] of names.entries()) {
-      devClusters.push(await startDevCluster({ host, port: port === 0 ? 0 : port + i, pods: [c.pod] }));
+      devClusters.push(await startDevCluster({ host, port: port === 0 ? 0 : port + i, pods: [c.pod], ...oidc?.clusterSecurity() }));
     }
     const config = await resolveConfig({
       listen: o.listen,
@@ -191,6 +218,8 @@ async function runMultiClusterDemo(o: DemoOptions, n: number): Promise<RunningDe
       agentTokenFile: tokenFile,
       featureGates: o.featureGates,
       shutdownGracePeriod: o.shutdownGracePeriod,
+      // No upstream of its own: the agents call their clusters with their own tokens.
+      ...(oidc ? { ...oidc.serveFlags, upstreamTokenFile: undefined } : {}),
     });
     graceMs = config.shutdownGracePeriodMs;
     proxy = await startServer(config, { logger: { level: 'info' } });
@@ -206,7 +235,8 @@ async function runMultiClusterDemo(o: DemoOptions, n: number): Promise<RunningDe
           proxyUrl: new URL(proxy.agentUrl!),
           clusterName: c.name,
           tokenFile: agentTokenFile,
-          upstream: upstreamFromFiles({ url: devClusters[i]!.url }),
+          upstream: oidc ? upstreamFromFiles({ url: devClusters[i]!.url, tokenFile: oidc.agentTokenFile, presentProxyIdentity: true }) : upstreamFromFiles({ url: devClusters[i]!.url }),
+          ...(oidc ? { accessAs: 'impersonate' as const, proxyCa: oidc.pki.ca.cert } : {}),
           log: log.child({ agent: c.name }),
         }),
       );
@@ -219,7 +249,7 @@ async function runMultiClusterDemo(o: DemoOptions, n: number): Promise<RunningDe
   const server = proxy;
   writeKubeconfig(
     o.kubeconfig,
-    names.map((c) => ({ server: `${server.url}/clusters/${c.name}`, name: c.name })),
+    names.map((c) => ({ server: `${server.url}/clusters/${c.name}`, name: c.name, ...(oidc ? { caPem: oidc.pki.ca.cert.toString(), exec: oidc.user.exec } : {}) })),
   );
   const clusters = names.map((c, i) => ({ ...c, devCluster: devClusters[i]!, agent: agents[i]! }));
   const first = clusters[0]!;

@@ -21,6 +21,8 @@ export interface KubeconfigOptions {
   /** PEM client certificate and key (inlined as client-certificate-data / client-key-data). */
   clientCertPem?: string;
   clientKeyPem?: string;
+  /** A client-go exec credential plugin (`users[].user.exec`: apiVersion, command, args, interactiveMode…). */
+  exec?: Record<string, unknown>;
 }
 
 /** One context's cluster and user entries (named `o.name`). */
@@ -32,6 +34,7 @@ function entries(o: KubeconfigOptions): { name: string; cluster: Record<string, 
   if (o.token) user.token = o.token;
   if (o.clientCertPem) user['client-certificate-data'] = Buffer.from(o.clientCertPem).toString('base64');
   if (o.clientKeyPem) user['client-key-data'] = Buffer.from(o.clientKeyPem).toString('base64');
+  if (o.exec) user.exec = o.exec;
   return { name: o.name ?? 'kube-stream-proxy', cluster, user, namespace: o.namespace ?? 'default' };
 }
 

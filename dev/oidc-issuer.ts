@@ -15,7 +15,7 @@
  */
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload, type CryptoKey } from 'jose';
@@ -166,6 +166,7 @@ export class TestProvider {
   static async start(options: TestProviderOptions = {}): Promise<TestProvider> {
     const ProviderClass = await providerClass();
     const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'ksp-oidc-')));
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const pki = await createTestPki(dir);
     let self: TestProvider | undefined;
     const server = createServer({ cert: pki.server.cert, key: pki.server.key }, (req, res) => {
