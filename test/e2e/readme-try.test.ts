@@ -19,6 +19,7 @@ import { delimiter, join, resolve } from 'node:path';
 import { startDemo, type DemoProcess } from '../helpers/demo.js';
 import { findKubectl, kubectlE2eSkipReason, kubectlEnv } from '../helpers/kubectl.js';
 import { startTmux } from '../helpers/tty.js';
+import { approveDeviceCodeInChromium, launchChromium, type TestChromium } from '../helpers/chromium.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
@@ -334,6 +335,92 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "Clusters behind a
   for (const line of clusters.commands) {
     it(line, async () => {
       const known = [...CLUSTER_CHECKS, ...CHECKS].find((c) => c.match.test(line));
+      await (known ? known.check(line, ctx) : defaultCheck(line, ctx));
+    });
+  }
+});
+
+const oidc = tryBlock(README, 'Single sign-on \\(OIDC\\)');
+/** The demo's flags from the section's first `npm start -- FLAGS`. */
+const oidcDemoArgs = (): string[] => {
+  const m = /`npm start -- ([^`]+)`/.exec(readmeSection(README, 'Single sign-on \\(OIDC\\)'));
+  if (!m) throw new Error('the "Single sign-on (OIDC)" section names no `npm start -- FLAGS`');
+  return m[1]!.trim().split(/\s+/);
+};
+
+describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "Single sign-on (OIDC)", line by line through `npm start -- --oidc`', () => {
+  let ctx: Context;
+  let browser: TestChromium;
+
+  beforeAll(async () => {
+    const work = mkdtempSync(join(tmpdir(), 'ksp-readme-oidc-'));
+    const bin = join(work, 'bin');
+    mkdirSync(bin);
+    symlinkSync(findKubectl('1.33'), join(bin, 'kubectl'));
+    const demo = await startDemo(work, [...oidcDemoArgs(), '--listen', '127.0.0.1:0']);
+    const env = kubectlEnv(demo.kubeconfig);
+    delete env.KUBECONFIG; // the block's own export line must set it
+    env.PATH = `${bin}${delimiter}${env.PATH ?? ''}`;
+    const script = (command: string): string => [...oidc.exports, command].join('\n');
+    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0 };
+    browser = await launchChromium();
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await ctx?.demo.stop();
+    if (ctx) rmSync(ctx.work, { recursive: true, force: true });
+  });
+
+  it('asks for --oidc, exports the same KUBECONFIG, and signs in with whoami first', () => {
+    expect(oidcDemoArgs()).toEqual(['--oidc']);
+    expect(oidc.exports).toEqual(['export KUBECONFIG="$PWD/.kube-stream-proxy/kubeconfig"']);
+    expect(oidc.commands[0]).toBe('kubectl auth whoami');
+  });
+
+  const OIDC_CHECKS: LineCheck[] = [
+    {
+      // The first line signs in: the plugin prints the device code on stderr; a person approves it in the browser.
+      match: /^kubectl auth whoami$/,
+      check: async (line, ctx) => {
+        const child = spawn('sh', ['-c', ctx.script(line)], { cwd: ctx.work, env: ctx.env, stdio: ['ignore', 'pipe', 'pipe'] });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+        const code = new Promise<number | null>((done) => child.on('close', (c) => done(c)));
+        const device = await new Promise<RegExpExecArray>((done, fail) => {
+          const timer = setTimeout(() => fail(new Error(`no device code within 30 s:\n${stderr}`)), 30_000);
+          child.stderr.on('data', (c: Buffer) => {
+            stderr += c.toString('utf8');
+            const m = /open (\S+) and enter the code (\S+)\)/.exec(stderr);
+            if (m) {
+              clearTimeout(timer);
+              done(m);
+            }
+          });
+          void code.then(() => fail(new Error(`exited before a device code:\n${stderr}`)));
+        });
+        const [, login, password] = /sign in as (\S+) \/ (\S+)\n/.exec(ctx.demo.output())!;
+        expect(await approveDeviceCodeInChromium(browser.context, { verificationUri: device[1]!, userCode: device[2]!, login: login!, password: password! })).toContain('Sign-in Success');
+        expect(await code, `${stdout}\n${stderr}`).toBe(0);
+        expect(stdout).toMatch(/Username\s+alice@example\.com\n/);
+        expect(stdout).toMatch(/Groups\s+\[oidc:developers system:authenticated\]\n/);
+      },
+    },
+    {
+      match: /^kubectl auth can-i create pods\/exec$/,
+      check: async (line, ctx) => {
+        const r = await ctx.run(line);
+        expectSuccess(r, line);
+        expect(r.stdout).toBe('yes\n');
+        expect(r.stderr).not.toContain('Please visit');
+      },
+    },
+  ];
+
+  for (const line of oidc.commands) {
+    it(line, async () => {
+      const known = [...OIDC_CHECKS, ...CHECKS].find((c) => c.match.test(line));
       await (known ? known.check(line, ctx) : defaultCheck(line, ctx));
     });
   }
