@@ -37,6 +37,13 @@
  *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,translation-nofloor,agent,
  *             agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
+ *   --auth    run the authentication benchmark (bench/auth.ts: proxy CPU per request for a TokenReview cache
+ *             hit, a cached JWT, uncached ES256 and RS256 JWTs, beside the unauthenticated passthrough; the
+ *             added p99 of a JWT-authenticated exec against a TokenReview one; with --quick 300 requests,
+ *             20 execs, 1 round) and print its tables; --runs rounds (default 3), --requests per row;
+ *             not combinable with --write
+ *     --auth-baseline DIR    also run the passthrough row with DIR/bin/kube-stream-proxy.js (another
+ *             built checkout, e.g. main): the before/after of the unauthenticated path, same run
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
  *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless);
  *             the agent rows count the agent process too (its own column)
@@ -49,6 +56,7 @@ import { FULL, PATHS, QUICK, pathsByKey, runBenchmarks, type BenchPath, type Mea
 import { IDLE_PATHS, idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
 import { LATENCY_BARE, LATENCY_BATCHED, LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
+import { AUTH_FULL, AUTH_QUICK, authTextTables, runAuthBenchmarks } from './auth.js';
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
 import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
@@ -90,6 +98,8 @@ async function main(): Promise<void> {
       cpu: { type: 'boolean', default: false },
       'no-cpu': { type: 'boolean', default: false },
       callgrind: { type: 'boolean', default: false },
+      auth: { type: 'boolean', default: false },
+      'auth-baseline': { type: 'string' },
     },
     strict: true,
   });
@@ -107,6 +117,22 @@ async function main(): Promise<void> {
     if (paths && paths.length === 0) throw new Error(`--paths with --idle: want passthrough and/or translation, got ${values.paths}`);
     const rows = await runIdleBenchmarks({ quick: values.quick, opts, ...(paths ? { paths } : {}), log: (l) => console.log(l) });
     console.log('\n' + idleTextTable(rows) + '\n\n' + idleMarkdownTable(rows));
+    return;
+  }
+  if (values.auth) {
+    if (values.write) throw new Error('--auth cannot be combined with --write: its tables are printed only');
+    const machine = machineInfo();
+    console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+    const preset = values.quick ? AUTH_QUICK : AUTH_FULL;
+    const result = await runAuthBenchmarks({
+      ...preset,
+      ...(values.runs ? { rounds: positiveInt('--runs', values.runs) } : {}),
+      ...(values.requests ? { requests: positiveInt('--requests', values.requests) } : {}),
+      ...(values['auth-baseline'] ? { baselineCli: resolve(values['auth-baseline'], 'bin', 'kube-stream-proxy.js') } : {}),
+      log: (l) => console.log(l),
+    });
+    console.log(`\nload average at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+    console.log(authTextTables(result));
     return;
   }
   if (values['tunnel-load']) {
