@@ -41,7 +41,7 @@ export interface AuthBenchOptions {
   log: (line: string) => void;
 }
 
-export const AUTH_FULL: Omit<AuthBenchOptions, 'log'> = { requests: 4_000, concurrency: 4, execs: 300, rounds: 3 };
+export const AUTH_FULL: Omit<AuthBenchOptions, 'log'> = { requests: 4_000, concurrency: 4, execs: 500, rounds: 5 };
 export const AUTH_QUICK: Omit<AuthBenchOptions, 'log'> = { requests: 300, concurrency: 4, execs: 20, rounds: 1 };
 
 /** One CPU row. */
@@ -89,7 +89,8 @@ async function drive(base: string, tokens: (i: number) => string | undefined, n:
 
 /** Proxy CPU µs per request of `n` requests. */
 async function cpuPerRequest(proxy: ServerProcess, tokens: (i: number) => string | undefined, n: number, concurrency: number): Promise<number> {
-  await drive(proxy.url, tokens, Math.min(50, n), concurrency); // warm: connections, JIT
+  // Warm: connections, JIT, and (uncached rows) the same code path; its requests are not counted.
+  await drive(proxy.url, tokens, Math.min(500, n), concurrency);
   const before = sampleTreeCpu(proxy.pid).seconds;
   await drive(proxy.url, tokens, n, concurrency);
   return ((sampleTreeCpu(proxy.pid).seconds - before) / n) * 1e6;
@@ -166,24 +167,30 @@ jwt:
     }
     const claims = { email: 'bench@example.com', email_verified: true, groups: ['bench'] };
     const cachedJwt = await idp.mint(claims, { alg: 'ES256' });
-    o.log(`minting ${o.requests * o.rounds * 2 + o.execs} tokens`);
+    o.log(`minting ${(o.requests + 500) * o.rounds * 2 + o.execs} tokens`);
     const mintMany = async (alg: 'ES256' | 'RS256', n: number): Promise<string[]> => {
       const out: string[] = [];
       for (let i = 0; i < n; i++) out.push(await idp.mint({ ...claims, jti: `${alg}-${i}-${Math.random()}` }, { alg }));
       return out;
     };
-    const es = await mintMany('ES256', o.requests * o.rounds);
-    const rs = await mintMany('RS256', o.requests * o.rounds);
-    const execEs = await mintMany('ES256', o.execs);
+    // Each round's warm-up (its first requests) and measured requests use distinct tokens: 500 + N per round.
+    const es = await mintMany('ES256', (o.requests + 500) * o.rounds);
+    const rs = await mintMany('RS256', (o.requests + 500) * o.rounds);
+    const execEs = await mintMany('ES256', o.execs + 1);
 
+    // A round's tokens: a fresh one per call, never one of another round (the warm-up draws from the same supply).
+    const uncached = (all: string[], r: number): ((i: number) => string) => {
+      let next = r * (o.requests + 500);
+      return () => all[next++]!;
+    };
     const rows: { name: string; proxy: ServerProcess; token: (round: number) => (i: number) => string | undefined }[] = [
       // Passthrough: the proxy verifies nothing; the caller's token goes upstream as it is.
       { name: 'passthrough (this build)', proxy: passthrough, token: () => () => ROBOT_TOKEN },
       ...(baseline ? [{ name: 'passthrough (baseline build)', proxy: baseline, token: () => () => ROBOT_TOKEN }] : []),
       { name: 'impersonate, TokenReview cache hit', proxy: jwtProxy, token: () => () => ROBOT_TOKEN },
       { name: 'impersonate, JWT cached (ES256)', proxy: jwtProxy, token: () => () => cachedJwt },
-      { name: 'impersonate, JWT uncached ES256', proxy: jwtProxy, token: (r) => (i) => es[r * o.requests + i] },
-      { name: 'impersonate, JWT uncached RS256', proxy: jwtProxy, token: (r) => (i) => rs[r * o.requests + i] },
+      { name: 'impersonate, JWT uncached ES256', proxy: jwtProxy, token: (r) => uncached(es, r) },
+      { name: 'impersonate, JWT uncached RS256', proxy: jwtProxy, token: (r) => uncached(rs, r) },
     ];
     const perRound = rows.map(() => [] as number[]);
     for (let round = 0; round < o.rounds; round++) {
@@ -198,10 +205,10 @@ jwt:
     const kinds: { name: string; token: (i: number) => string }[] = [
       { name: 'exec, TokenReview cache hit', token: () => ROBOT_TOKEN },
       { name: 'exec, JWT cached', token: () => cachedJwt },
-      { name: 'exec, JWT uncached ES256', token: (i) => execEs[i]! },
+      { name: 'exec, JWT uncached ES256', token: (i) => execEs[i + 1]! }, // execEs[0]: the warm-up's
     ];
     const samples = kinds.map(() => [] as number[]);
-    for (const k of kinds) await execOnce(jwtProxy.url, k.token(0)); // warm
+    for (const k of kinds) await execOnce(jwtProxy.url, k.name.includes('uncached') ? execEs[0]! : k.token(0)); // warm
     for (let i = 0; i < o.execs; i++) for (const [k, kind] of kinds.entries()) samples[k]!.push(await execOnce(jwtProxy.url, kind.token(i)));
     const latency = kinds.map((k, i) => {
       const p = percentiles(samples[i]!);

@@ -13,7 +13,7 @@
  * documentation's examples use: ext.Sets (`sets.contains`, `sets.equivalent`, `sets.intersects`),
  * ext.Strings' `replace`, `charAt`, `reverse`, and the Kubernetes regex library's `find`/`findAll`.
  * Not provided: Kubernetes' URL, IP, CIDR, quantity, semver and format libraries, and the per-call
- * cost limit (docs/jwt-authenticator.md, deviations).
+ * cost limit (docs/security.md, "Deviations from kube-apiserver").
  */
 import { Environment, type ASTNode } from '@marcbachmann/cel-js';
 
