@@ -237,3 +237,54 @@ export function authTextTables(r: { cpu: AuthCpuRow[]; latency: AuthLatencyRow[]
   ];
   return `${cpu.join('\n')}\n\n${lat.join('\n')}`;
 }
+
+/** One build's passthrough row under callgrind. */
+export interface PassthroughCallgrindRow {
+  name: string;
+  /** Median instructions (Ir) of the proxy process per request. */
+  irPerRequest: number;
+  perRound: number[];
+}
+
+/**
+ * `--auth --callgrind`: the unauthenticated passthrough path's instructions per request (no
+ * credentials, a dev cluster without authentication), this build against `baselineCli`, each proxy
+ * under valgrind's callgrind: zeroed after a warm-up, N requests, dumped. Instruction counts do not
+ * depend on the machine's load, so this is the before/after that a busy machine cannot blur.
+ */
+export async function runPassthroughCallgrind(o: { requests: number; rounds: number; baselineCli?: string; log: (line: string) => void }): Promise<PassthroughCallgrindRow[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'ksp-bench-auth-cg-'));
+  const stops: (() => Promise<void>)[] = [];
+  try {
+    const cluster = await startCli(['dev-cluster', '--listen', '127.0.0.1:0'], /^dev cluster listening on /);
+    stops.push(() => cluster.close());
+    const wrapper = (name: string): string[] => ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, `cg.${name}.%p`)}`];
+    const serve = ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url];
+    const ready = /^kube-stream-proxy listening on /;
+    const builds: { name: string; proc: ServerProcess }[] = [];
+    const current = await startCli(serve, ready, SERVER_START_TIMEOUT_MS, { wrapper: wrapper('this') });
+    stops.push(() => current.close());
+    builds.push({ name: 'passthrough, no credentials (this build)', proc: current });
+    if (o.baselineCli) {
+      const baseline = await startNodeScript(o.baselineCli, serve, ready, SERVER_START_TIMEOUT_MS, { wrapper: wrapper('baseline'), nodeArgs: ['--initial-old-space-size=128'] });
+      stops.push(() => baseline.close());
+      builds.push({ name: 'passthrough, no credentials (baseline build)', proc: baseline });
+    }
+    const { callgrindCommand, callgrindDump } = await import('./cpu.js');
+    for (const b of builds) await drive(b.proc.url, () => undefined, 300, 2); // warm-up: JIT under valgrind
+    const perRound = builds.map(() => [] as number[]);
+    for (let round = 0; round < o.rounds; round++) {
+      for (const [k, b] of builds.entries()) {
+        await callgrindCommand(b.proc, '--zero');
+        await drive(b.proc.url, () => undefined, o.requests, 2);
+        const ir = (await callgrindDump(b.proc, dir)) / o.requests;
+        perRound[k]!.push(ir);
+        o.log(`round ${round + 1}: ${b.name}: ${Math.round(ir)} Ir/request`);
+      }
+    }
+    return builds.map((b, k) => ({ name: b.name, irPerRequest: median(perRound[k]!), perRound: perRound[k]! }));
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -229,7 +229,7 @@ export function median(xs: number[]): number {
  * to its listening port (opened and closed) until the command returns. An agent has no listening
  * port (its `url` is the proxy's agent listener): it is woken by the tunnel's PINGs (every 10 s).
  */
-async function callgrindCommand(proc: ServerProcess, command: '--zero' | '--dump'): Promise<void> {
+export async function callgrindCommand(proc: ServerProcess, command: '--zero' | '--dump'): Promise<void> {
   const child = spawn('callgrind_control', [command, String(proc.pid)], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
@@ -253,7 +253,7 @@ async function callgrindCommand(proc: ServerProcess, command: '--zero' | '--dump
 }
 
 /** callgrind's instruction count (Ir) of `proc` since its last zeroing, read from a fresh dump. */
-async function callgrindDump(proc: ServerProcess, outDir: string): Promise<number> {
+export async function callgrindDump(proc: ServerProcess, outDir: string): Promise<number> {
   const before = new Set(readdirSync(outDir));
   await callgrindCommand(proc, '--dump');
   const fresh = readdirSync(outDir).filter((f) => !before.has(f) && f.includes(`.${proc.pid}.`));

@@ -11,7 +11,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { AuthnMode } from './auth/request-auth.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
 import { parseAllowedOrigins, type AllowedOrigins } from './auth/websocket-origin.js';
-import { parseJwtAuthentication, type JwtAuthenticationConfig } from './auth/jwt-authentication.js';
+import { parseJwtAuthentication, serviceAccountIssuerOf, type JwtAuthenticationConfig } from './auth/jwt-authentication.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
 import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
@@ -417,6 +417,14 @@ function parseSecurity(flags: ServeFlags, listenTls: boolean): Omit<SecurityConf
   return security;
 }
 
+/** The proxy's own cluster's service-account issuer, when its token tells it (a disallowed JWT issuer). */
+function ownServiceAccountIssuer(flags: ServeFlags): string[] | undefined {
+  if (flags.authenticationConfig === undefined && flags.oidcIssuerUrl === undefined) return undefined;
+  const tokenFile = flags.inCluster ? `${process.env.KSP_IN_CLUSTER_PATH_PREFIX ?? ''}/var/run/secrets/kubernetes.io/serviceaccount/token` : flags.upstreamTokenFile;
+  const iss = serviceAccountIssuerOf(tokenFile);
+  return iss === undefined ? undefined : [iss];
+}
+
 /** Validate the flags and load every file they name. Throws ConfigError with the offending flag. */
 export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
   const { listen, tls } = parseListen(flags);
@@ -465,6 +473,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
       ...(flags.oidcRequiredClaim !== undefined && flags.oidcRequiredClaim.length > 0 ? { requiredClaims: flags.oidcRequiredClaim } : {}),
     },
     securityFlags.authn,
+    ownServiceAccountIssuer(flags),
   );
   const security: SecurityConfig = { ...securityFlags, apiKubeConfig, ...(jwt ? { jwt } : {}) };
   const config: ProxyConfig = {

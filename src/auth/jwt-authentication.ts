@@ -10,6 +10,7 @@
  *
  * Only with `--authn impersonate`: in passthrough the proxy verifies no token, the upstream does.
  */
+import { readFileSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
 import { AuthenticationConfigFile, checkAuthenticationConfigFile, type AuthenticationConfigLogger } from './authentication-config-file.js';
 import { validateAuthenticationConfiguration, type CompiledJwtAuthenticator } from './authentication-config-validation.js';
@@ -62,6 +63,25 @@ export async function parseJwtAuthentication(file: string | undefined, oidc: Oid
   const { errors: invalid, authenticators } = validateAuthenticationConfiguration(fromFlags.config, disallowedIssuers ? { disallowedIssuers } : {});
   if (invalid.length > 0) throw new ConfigError(`--oidc-* flags: ${aggregateMessage(invalid)}`);
   return { kind: 'flags', authenticators, signingAlgorithms: fromFlags.signingAlgorithms };
+}
+
+/**
+ * The issuer of the proxy's own token when it is a JWT (a service-account token of the cluster the
+ * proxy calls: `--in-cluster`, or an `--upstream-token-file` holding one), read unverified; undefined
+ * otherwise. kube-apiserver refuses a JWT authenticator for its own `--service-account-issuer`; the
+ * proxy knows that issuer only this way, and passes it as a disallowed issuer, so the cluster's own
+ * service-account tokens keep going to its TokenReview.
+ */
+export function serviceAccountIssuerOf(tokenFile: string | undefined): string | undefined {
+  if (tokenFile === undefined) return undefined;
+  try {
+    const parts = readFileSync(tokenFile, 'utf8').trim().split('.');
+    if (parts.length !== 3) return undefined;
+    const iss = (JSON.parse(Buffer.from(parts[1]!, 'base64url').toString('utf8')) as { iss?: unknown }).iss;
+    return typeof iss === 'string' && iss !== '' ? iss : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Start the authenticators (never waiting on an issuer). The file is loaded again: a change since the check throws ConfigError. */

@@ -82,6 +82,19 @@ describe('JWT authentication flags', () => {
     expect(jwt.authenticators[0]!.config.claimValidationRules).toEqual([{ claim: 'hd', requiredValue: 'example.com', expression: '', message: '' }]);
   });
 
+  it("the proxy's own service-account issuer (its upstream token's iss) may not be a JWT issuer", async () => {
+    const saToken = join(dir, 'sa.token');
+    const b64 = (v: unknown): string => Buffer.from(JSON.stringify(v)).toString('base64url');
+    writeFileSync(saToken, `${b64({ alg: 'RS256' })}.${b64({ iss: idp.issuer, sub: 'system:serviceaccount:kube-system:kube-stream-proxy' })}.c2ln\n`);
+    await expect(resolveConfig(impersonate({ upstream: 'https://127.0.0.1:1', upstreamTokenFile: saToken, authenticationConfig: good }))).rejects.toThrow(
+      `jwt[0].issuer.url: Invalid value: "${idp.issuer}": URL must not overlap with disallowed issuers: [${idp.issuer}]`,
+    );
+    await expect(resolveConfig(impersonate({ upstream: 'https://127.0.0.1:1', upstreamTokenFile: saToken, oidcIssuerUrl: idp.issuer, oidcClientId: 'k' }))).rejects.toThrow(/URL must not overlap with disallowed issuers/);
+    // An opaque token says nothing: no issuer is disallowed.
+    writeFileSync(saToken, 'opaque-token\n');
+    expect((await resolveConfig(impersonate({ upstream: 'https://127.0.0.1:1', upstreamTokenFile: saToken, authenticationConfig: good }))).security?.jwt?.kind).toBe('file');
+  });
+
   it('an invalid file: serve exits 2 naming the field, before listening', async () => {
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, fileFor('https://issuer.example', idp.ca).replace('username: {claim: email, prefix: ""}', 'username: {claim: email, prefix: ""}\n    groups: {claim: groups}'));
