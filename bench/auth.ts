@@ -112,28 +112,33 @@ function execOnce(base: string, token: string): Promise<number> {
   });
 }
 
-/** Start everything, run both tables, stop everything. */
-export async function runAuthBenchmarks(o: AuthBenchOptions): Promise<{ cpu: AuthCpuRow[]; latency: AuthLatencyRow[] }> {
-  const dir = mkdtempSync(join(tmpdir(), 'ksp-bench-auth-'));
-  const stops: (() => Promise<void>)[] = [];
-  try {
-    const idp: DevOidcIssuer = await startDevOidcIssuer({ idTokenTtl: 3600 });
-    stops.push(() => idp.close());
-    writeFileSync(join(dir, 'tokens.csv'), `${PROXY_TOKEN},kube-stream-proxy,p,""\n${ROBOT_TOKEN},robot,r,"bench"\n`);
-    writeFileSync(
-      join(dir, 'policy.json'),
-      JSON.stringify({
-        rules: [
-          { users: ['kube-stream-proxy'], verbs: ['create'], resources: ['tokenreviews', 'subjectaccessreviews'] },
-          { users: ['kube-stream-proxy'], verbs: ['impersonate'], resources: ['users', 'groups', 'uids', 'userextras/authentication.kubernetes.io/credential-id'] },
-          { groups: ['bench', 'oidc:bench'], verbs: ['*'], resources: ['*'] },
-        ],
-      }),
-    );
-    writeFileSync(join(dir, 'proxy.token'), PROXY_TOKEN);
-    writeFileSync(
-      join(dir, 'auth.yaml'),
-      `apiVersion: apiserver.config.k8s.io/v1
+/** The processes every mode runs: the issuer (in this process), the dev cluster, the proxies. */
+interface Topology {
+  idp: DevOidcIssuer;
+  jwtProxy: ServerProcess;
+  passthrough: ServerProcess;
+  baseline?: ServerProcess;
+}
+
+/** Start the topology; every stop goes to `stops`. `wrapper` runs the proxies under e.g. callgrind. */
+async function startTopology(dir: string, stops: (() => Promise<void>)[], o: { baselineCli?: string; wrapper?: (name: string) => string[] }): Promise<Topology> {
+  const idp: DevOidcIssuer = await startDevOidcIssuer({ idTokenTtl: 3600 });
+  stops.push(() => idp.close());
+  writeFileSync(join(dir, 'tokens.csv'), `${PROXY_TOKEN},kube-stream-proxy,p,""\n${ROBOT_TOKEN},robot,r,"bench"\n`);
+  writeFileSync(
+    join(dir, 'policy.json'),
+    JSON.stringify({
+      rules: [
+        { users: ['kube-stream-proxy'], verbs: ['create'], resources: ['tokenreviews', 'subjectaccessreviews'] },
+        { users: ['kube-stream-proxy'], verbs: ['impersonate'], resources: ['users', 'groups', 'uids', 'userextras/authentication.kubernetes.io/credential-id'] },
+        { groups: ['bench', 'oidc:bench'], verbs: ['*'], resources: ['*'] },
+      ],
+    }),
+  );
+  writeFileSync(join(dir, 'proxy.token'), PROXY_TOKEN);
+  writeFileSync(
+    join(dir, 'auth.yaml'),
+    `apiVersion: apiserver.config.k8s.io/v1
 kind: AuthenticationConfiguration
 jwt:
 - issuer:
@@ -144,54 +149,77 @@ jwt:
     username: {claim: email, prefix: ""}
     groups: {claim: groups, prefix: "oidc:"}
 `,
-    );
-    const cluster = await startCli(
-      ['dev-cluster', '--listen', '127.0.0.1:0', '--token-auth-file', join(dir, 'tokens.csv'), '--authorization-policy-file', join(dir, 'policy.json')],
-      /^dev cluster listening on /,
-    );
-    stops.push(() => cluster.close());
-    const serve = (extra: string[]): string[] => ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url, ...extra];
-    const ready = /^kube-stream-proxy listening on /;
-    const jwtProxy = await startCli(serve(['--authn', 'impersonate', '--upstream-token-file', join(dir, 'proxy.token'), '--authentication-config', join(dir, 'auth.yaml')]), ready);
-    stops.push(() => jwtProxy.close());
-    const passthrough = await startCli(serve([]), ready);
-    stops.push(() => passthrough.close());
-    const baseline = o.baselineCli ? await startNodeScript(o.baselineCli, serve([]), ready, SERVER_START_TIMEOUT_MS, { nodeArgs: ['--initial-old-space-size=128'] }) : undefined;
-    if (baseline) stops.push(() => baseline.close());
-    // Ready once the issuer's keys are known.
-    for (const deadline = Date.now() + 30_000; ; ) {
-      const ok = await fetch(`${jwtProxy.url}/readyz`).then((r) => r.status === 200, () => false);
-      if (ok) break;
-      if (Date.now() > deadline) throw new Error('bench --auth: the JWT proxy did not become ready');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    const claims = { email: 'bench@example.com', email_verified: true, groups: ['bench'] };
-    const cachedJwt = await idp.mint(claims, { alg: 'ES256' });
-    o.log(`minting ${(o.requests + 500) * o.rounds * 2 + o.execs} tokens`);
-    const mintMany = async (alg: 'ES256' | 'RS256', n: number): Promise<string[]> => {
-      const out: string[] = [];
-      for (let i = 0; i < n; i++) out.push(await idp.mint({ ...claims, jti: `${alg}-${i}-${Math.random()}` }, { alg }));
-      return out;
-    };
-    // Each round's warm-up (its first requests) and measured requests use distinct tokens: 500 + N per round.
-    const es = await mintMany('ES256', (o.requests + 500) * o.rounds);
-    const rs = await mintMany('RS256', (o.requests + 500) * o.rounds);
-    const execEs = await mintMany('ES256', o.execs + 1);
+  );
+  const cluster = await startCli(
+    ['dev-cluster', '--listen', '127.0.0.1:0', '--token-auth-file', join(dir, 'tokens.csv'), '--authorization-policy-file', join(dir, 'policy.json')],
+    /^dev cluster listening on /,
+  );
+  stops.push(() => cluster.close());
+  const serve = (extra: string[]): string[] => ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url, ...extra];
+  const ready = /^kube-stream-proxy listening on /;
+  const wrap = (name: string): { wrapper?: string[] } => (o.wrapper ? { wrapper: o.wrapper(name) } : {});
+  const jwtProxy = await startCli(serve(['--authn', 'impersonate', '--upstream-token-file', join(dir, 'proxy.token'), '--authentication-config', join(dir, 'auth.yaml')]), ready, SERVER_START_TIMEOUT_MS, wrap('jwt'));
+  stops.push(() => jwtProxy.close());
+  const passthrough = await startCli(serve([]), ready, SERVER_START_TIMEOUT_MS, wrap('passthrough'));
+  stops.push(() => passthrough.close());
+  const baseline = o.baselineCli ? await startNodeScript(o.baselineCli, serve([]), ready, SERVER_START_TIMEOUT_MS, { nodeArgs: ['--initial-old-space-size=128'], ...wrap('baseline') }) : undefined;
+  if (baseline) stops.push(() => baseline.close());
+  // Ready once the issuer's keys are known.
+  for (const deadline = Date.now() + (o.wrapper ? 600_000 : 30_000); ; ) {
+    const ok = await fetch(`${jwtProxy.url}/readyz`).then((r) => r.status === 200, () => false);
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error('bench --auth: the JWT proxy did not become ready');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { idp, jwtProxy, passthrough, ...(baseline ? { baseline } : {}) };
+}
 
-    // A round's tokens: a fresh one per call, never one of another round (the warm-up draws from the same supply).
-    const uncached = (all: string[], r: number): ((i: number) => string) => {
-      let next = r * (o.requests + 500);
-      return () => all[next++]!;
-    };
-    const rows: { name: string; proxy: ServerProcess; token: (round: number) => (i: number) => string | undefined }[] = [
-      // Passthrough: the proxy verifies nothing; the caller's token goes upstream as it is.
-      { name: 'passthrough (this build)', proxy: passthrough, token: () => () => ROBOT_TOKEN },
-      ...(baseline ? [{ name: 'passthrough (baseline build)', proxy: baseline, token: () => () => ROBOT_TOKEN }] : []),
-      { name: 'impersonate, TokenReview cache hit', proxy: jwtProxy, token: () => () => ROBOT_TOKEN },
-      { name: 'impersonate, JWT cached (ES256)', proxy: jwtProxy, token: () => () => cachedJwt },
-      { name: 'impersonate, JWT uncached ES256', proxy: jwtProxy, token: (r) => uncached(es, r) },
-      { name: 'impersonate, JWT uncached RS256', proxy: jwtProxy, token: (r) => uncached(rs, r) },
-    ];
+const CLAIMS = { email: 'bench@example.com', email_verified: true, groups: ['bench'] };
+
+/** `n` distinct tokens (a unique `jti` each) signed with the issuer's `alg` key. */
+async function mintMany(idp: DevOidcIssuer, alg: 'ES256' | 'RS256', n: number): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) out.push(await idp.mint({ ...CLAIMS, jti: `${alg}-${i}-${Math.random()}` }, { alg }));
+  return out;
+}
+
+/** One CPU row: which proxy, and the token of each request (a fresh supplier per measurement). */
+interface RowSpec {
+  name: string;
+  proxy: ServerProcess;
+  token: (round: number) => (i: number) => string | undefined;
+}
+
+/** The CPU rows over `t`; uncached rows draw `perRound` distinct tokens per round. */
+async function cpuRows(t: Topology, rounds: number, perRound: number, log: (line: string) => void): Promise<RowSpec[]> {
+  const cachedJwt = await t.idp.mint(CLAIMS, { alg: 'ES256' });
+  log(`minting ${perRound * rounds * 2} tokens`);
+  const es = await mintMany(t.idp, 'ES256', perRound * rounds);
+  const rs = await mintMany(t.idp, 'RS256', perRound * rounds);
+  // A round's tokens: a fresh one per call, never one of another round (the warm-up draws from the same supply).
+  const uncached = (all: string[], r: number): ((i: number) => string) => {
+    let next = r * perRound;
+    return () => all[next++]!;
+  };
+  return [
+    // Passthrough: the proxy verifies nothing; the caller's token goes upstream as it is.
+    { name: 'passthrough (this build)', proxy: t.passthrough, token: () => () => ROBOT_TOKEN },
+    ...(t.baseline ? [{ name: 'passthrough (baseline build)', proxy: t.baseline, token: () => () => ROBOT_TOKEN }] : []),
+    { name: 'impersonate, TokenReview cache hit', proxy: t.jwtProxy, token: () => () => ROBOT_TOKEN },
+    { name: 'impersonate, JWT cached (ES256)', proxy: t.jwtProxy, token: () => () => cachedJwt },
+    { name: 'impersonate, JWT uncached ES256', proxy: t.jwtProxy, token: (r) => uncached(es, r) },
+    { name: 'impersonate, JWT uncached RS256', proxy: t.jwtProxy, token: (r) => uncached(rs, r) },
+  ];
+}
+
+/** Start everything, run both tables, stop everything. */
+export async function runAuthBenchmarks(o: AuthBenchOptions): Promise<{ cpu: AuthCpuRow[]; latency: AuthLatencyRow[] }> {
+  const dir = mkdtempSync(join(tmpdir(), 'ksp-bench-auth-'));
+  const stops: (() => Promise<void>)[] = [];
+  try {
+    const t = await startTopology(dir, stops, o.baselineCli ? { baselineCli: o.baselineCli } : {});
+    // Each round's warm-up (its first requests) and measured requests use distinct tokens: 500 + N per round.
+    const rows = await cpuRows(t, o.rounds, o.requests + 500, o.log);
     const perRound = rows.map(() => [] as number[]);
     for (let round = 0; round < o.rounds; round++) {
       for (const [k, row] of rows.entries()) {
@@ -202,14 +230,16 @@ jwt:
     }
     const cpu = rows.map((r, k) => ({ name: r.name, cpuUsPerRequest: median(perRound[k]!), perRound: perRound[k]! }));
 
+    const cachedJwt = rows.find((r) => r.name.includes('JWT cached'))!.token(0)(0)!;
+    const execEs = await mintMany(t.idp, 'ES256', o.execs + 1);
     const kinds: { name: string; token: (i: number) => string }[] = [
       { name: 'exec, TokenReview cache hit', token: () => ROBOT_TOKEN },
       { name: 'exec, JWT cached', token: () => cachedJwt },
       { name: 'exec, JWT uncached ES256', token: (i) => execEs[i + 1]! }, // execEs[0]: the warm-up's
     ];
     const samples = kinds.map(() => [] as number[]);
-    for (const k of kinds) await execOnce(jwtProxy.url, k.name.includes('uncached') ? execEs[0]! : k.token(0)); // warm
-    for (let i = 0; i < o.execs; i++) for (const [k, kind] of kinds.entries()) samples[k]!.push(await execOnce(jwtProxy.url, kind.token(i)));
+    for (const k of kinds) await execOnce(t.jwtProxy.url, k.name.includes('uncached') ? execEs[0]! : k.token(0)); // warm
+    for (let i = 0; i < o.execs; i++) for (const [k, kind] of kinds.entries()) samples[k]!.push(await execOnce(t.jwtProxy.url, kind.token(i)));
     const latency = kinds.map((k, i) => {
       const p = percentiles(samples[i]!);
       return { name: k.name, p50Ms: p.p50, p99Ms: p.p99 };
@@ -238,8 +268,8 @@ export function authTextTables(r: { cpu: AuthCpuRow[]; latency: AuthLatencyRow[]
   return `${cpu.join('\n')}\n\n${lat.join('\n')}`;
 }
 
-/** One build's passthrough row under callgrind. */
-export interface PassthroughCallgrindRow {
+/** One row under callgrind. */
+export interface AuthCallgrindRow {
   name: string;
   /** Median instructions (Ir) of the proxy process per request. */
   irPerRequest: number;
@@ -247,42 +277,32 @@ export interface PassthroughCallgrindRow {
 }
 
 /**
- * `--auth --callgrind`: the unauthenticated passthrough path's instructions per request (no
- * credentials, a dev cluster without authentication), this build against `baselineCli`, each proxy
- * under valgrind's callgrind: zeroed after a warm-up, N requests, dumped. Instruction counts do not
- * depend on the machine's load, so this is the before/after that a busy machine cannot blur.
+ * `--auth --callgrind`: every CPU row's instructions per request, each proxy under valgrind's
+ * callgrind: warmed up, zeroed, N requests, dumped. Instruction counts do not depend on the
+ * machine's load, so the before/after of the passthrough path and the cached-JWT-vs-TokenReview
+ * comparison are not blurred by a busy machine.
  */
-export async function runPassthroughCallgrind(o: { requests: number; rounds: number; baselineCli?: string; log: (line: string) => void }): Promise<PassthroughCallgrindRow[]> {
+export async function runAuthCallgrind(o: { requests: number; rounds: number; warmup: number; baselineCli?: string; log: (line: string) => void }): Promise<AuthCallgrindRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'ksp-bench-auth-cg-'));
   const stops: (() => Promise<void>)[] = [];
   try {
-    const cluster = await startCli(['dev-cluster', '--listen', '127.0.0.1:0'], /^dev cluster listening on /);
-    stops.push(() => cluster.close());
     const wrapper = (name: string): string[] => ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, `cg.${name}.%p`)}`];
-    const serve = ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url];
-    const ready = /^kube-stream-proxy listening on /;
-    const builds: { name: string; proc: ServerProcess }[] = [];
-    const current = await startCli(serve, ready, SERVER_START_TIMEOUT_MS, { wrapper: wrapper('this') });
-    stops.push(() => current.close());
-    builds.push({ name: 'passthrough, no credentials (this build)', proc: current });
-    if (o.baselineCli) {
-      const baseline = await startNodeScript(o.baselineCli, serve, ready, SERVER_START_TIMEOUT_MS, { wrapper: wrapper('baseline'), nodeArgs: ['--initial-old-space-size=128'] });
-      stops.push(() => baseline.close());
-      builds.push({ name: 'passthrough, no credentials (baseline build)', proc: baseline });
-    }
+    const t = await startTopology(dir, stops, { wrapper, ...(o.baselineCli ? { baselineCli: o.baselineCli } : {}) });
+    const rows = await cpuRows(t, o.rounds + 1, Math.max(o.warmup, o.requests), o.log);
     const { callgrindCommand, callgrindDump } = await import('./cpu.js');
-    for (const b of builds) await drive(b.proc.url, () => undefined, 300, 2); // warm-up: JIT under valgrind
-    const perRound = builds.map(() => [] as number[]);
+    // Warm-up: under valgrind the JIT needs many requests before a request costs what it will.
+    for (const row of rows) await drive(row.proxy.url, row.token(o.rounds), o.warmup, 2);
+    const perRound = rows.map(() => [] as number[]);
     for (let round = 0; round < o.rounds; round++) {
-      for (const [k, b] of builds.entries()) {
-        await callgrindCommand(b.proc, '--zero');
-        await drive(b.proc.url, () => undefined, o.requests, 2);
-        const ir = (await callgrindDump(b.proc, dir)) / o.requests;
+      for (const [k, row] of rows.entries()) {
+        await callgrindCommand(row.proxy, '--zero');
+        await drive(row.proxy.url, row.token(round), o.requests, 2);
+        const ir = (await callgrindDump(row.proxy, dir)) / o.requests;
         perRound[k]!.push(ir);
-        o.log(`round ${round + 1}: ${b.name}: ${Math.round(ir)} Ir/request`);
+        o.log(`round ${round + 1}: ${row.name}: ${Math.round(ir)} Ir/request`);
       }
     }
-    return builds.map((b, k) => ({ name: b.name, irPerRequest: median(perRound[k]!), perRound: perRound[k]! }));
+    return rows.map((r, k) => ({ name: r.name, irPerRequest: median(perRound[k]!), perRound: perRound[k]! }));
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });

@@ -44,8 +44,8 @@
  *             not combinable with --write
  *     --auth-baseline DIR    also run the passthrough row with DIR/bin/kube-stream-proxy.js (another
  *             built checkout, e.g. main): the before/after of the unauthenticated path, same run
- *     --auth --callgrind     only the passthrough row(s), each proxy under callgrind: instructions per
- *             request (--requests, default 1,000; --runs rounds, default 3)
+ *     --auth --callgrind     the CPU rows with each proxy under callgrind: instructions per request
+ *             (2,000 warm-up requests per row, then --requests, default 1,000, per round; --runs, default 3)
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
  *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless);
  *             the agent rows count the agent process too (its own column)
@@ -58,7 +58,7 @@ import { FULL, PATHS, QUICK, pathsByKey, runBenchmarks, type BenchPath, type Mea
 import { IDLE_PATHS, idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
 import { LATENCY_BARE, LATENCY_BATCHED, LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
-import { AUTH_FULL, AUTH_QUICK, authTextTables, runAuthBenchmarks, runPassthroughCallgrind } from './auth.js';
+import { AUTH_FULL, AUTH_QUICK, authTextTables, runAuthBenchmarks, runAuthCallgrind } from './auth.js';
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
 import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
@@ -127,14 +127,16 @@ async function main(): Promise<void> {
     console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
     const preset = values.quick ? AUTH_QUICK : AUTH_FULL;
     if (values.callgrind) {
-      const rows = await runPassthroughCallgrind({
+      const rows = await runAuthCallgrind({
         requests: values.requests ? positiveInt('--requests', values.requests) : values.quick ? 100 : 1_000,
         rounds: values.runs ? positiveInt('--runs', values.runs) : 3,
+        warmup: values.quick ? 200 : 2_000,
         ...(values['auth-baseline'] ? { baselineCli: resolve(values['auth-baseline'], 'bin', 'kube-stream-proxy.js') } : {}),
         log: (l) => console.log(l),
       });
-      console.log(`\n| passthrough GET pods/demo (keep-alive), proxy under callgrind | Ir/request (median) | per round |\n|---|---:|---|`);
-      for (const r of rows) console.log(`| ${r.name} | ${Math.round(r.irPerRequest)} | ${r.perRound.map((v) => Math.round(v)).join(', ')} |`);
+      const hit = rows.find((r) => r.name.includes('TokenReview'))!.irPerRequest;
+      console.log(`\n| GET pods/demo (keep-alive), proxy under callgrind | Ir/request (median) | vs TokenReview cache hit | per round |\n|---|---:|---:|---|`);
+      for (const r of rows) console.log(`| ${r.name} | ${Math.round(r.irPerRequest)} | ${r.name.startsWith('impersonate') ? `${(((r.irPerRequest - hit) / hit) * 100).toFixed(1)} %` : ''} | ${r.perRound.map((v) => Math.round(v)).join(', ')} |`);
       return;
     }
     const result = await runAuthBenchmarks({
