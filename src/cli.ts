@@ -98,6 +98,9 @@ Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
   --upgrade-response-timeout DURATION Wait for the upstream's upgrade answer (default ${DEFAULT_UPGRADE_RESPONSE_TIMEOUT}).
+  --request-timeout DURATION          Cut a request that is not long-running (watch, exec, attach, portforward,
+                                      proxy, log) after this long with a 504 Timeout Status, as kube-apiserver's
+                                      --request-timeout (default 0: none; the upstream's own applies).
   --shutdown-grace-period DURATION    On SIGTERM/SIGINT: stop accepting, fail /readyz, let streaming sessions
                                       run this long, then end them with a "proxy shutting down" Status
                                       (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}). A second signal exits at once.
@@ -139,6 +142,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'max-connection-bytes-per-sec': { type: 'string' },
         'feature-gates': { type: 'string' },
         'upgrade-response-timeout': { type: 'string' },
+        'request-timeout': { type: 'string' },
         'shutdown-grace-period': { type: 'string' },
         'apiservice-config': { type: 'string' },
         'proxy-client-cert-file': { type: 'string' },
@@ -189,6 +193,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       maxConnectionBytesPerSec: values['max-connection-bytes-per-sec'],
       featureGates: values['feature-gates'],
       upgradeResponseTimeout: values['upgrade-response-timeout'],
+      requestTimeout: values['request-timeout'],
       shutdownGracePeriod: values['shutdown-grace-period'],
       apiserviceConfig: values['apiservice-config'],
       proxyClientCertFile: values['proxy-client-cert-file'],

@@ -36,6 +36,13 @@ export const DEFAULT_UPGRADE_RESPONSE_TIMEOUT = '30s';
  */
 export const DEFAULT_SHUTDOWN_GRACE_PERIOD = '30s';
 
+/**
+ * Default `--request-timeout`: 0, none. kube-apiserver's own default is 1m for requests that are not
+ * long-running; the upstream apiserver already applies it, and a second, shorter timer in front of it
+ * would only cut requests the upstream would have finished.
+ */
+export const DEFAULT_REQUEST_TIMEOUT = '0';
+
 /** Default per-connection bandwidth: 0 = unlimited, as kube-apiserver's `--max-connection-bytes-per-sec`. */
 export const DEFAULT_MAX_CONNECTION_BYTES_PER_SEC = 0;
 
@@ -99,6 +106,8 @@ export interface ProxyConfig {
   upgradeResponseTimeoutMs: number;
   /** After SIGTERM, how long streaming sessions may run before the proxy ends them, in milliseconds. */
   shutdownGracePeriodMs: number;
+  /** `--request-timeout` in ms for requests that are not long-running; 0 = none (the upstream's own applies). */
+  requestTimeoutMs: number;
   /** Authentication, authorization and upstream mode; passthrough to an apiserver when absent. */
   security?: SecurityConfig;
   /** API aggregation (`--apiservice-config`); absent: every request goes to the primary upstream. */
@@ -131,6 +140,7 @@ export interface ServeFlags {
   featureGates?: string;
   upgradeResponseTimeout?: string;
   shutdownGracePeriod?: string;
+  requestTimeout?: string;
   upstreamInsecureSkipTlsVerify?: boolean;
   upstreamMode?: string;
   authn?: string;
@@ -428,6 +438,13 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     throw new ConfigError(`--shutdown-grace-period: ${(e as Error).message}`, { cause: e });
   }
 
+  let requestTimeoutMs: number;
+  try {
+    requestTimeoutMs = parseGoDuration(flags.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT);
+  } catch (e) {
+    throw new ConfigError(`--request-timeout: ${(e as Error).message}`, { cause: e });
+  }
+
   const websocketAllowedOrigins = parseAllowedOrigins(flags.websocketAllowedOrigins);
   const securityFlags = parseSecurity(flags, tls !== undefined);
   const { upstream, apiKubeConfig } = await parseUpstream(flags, securityFlags.authn === 'impersonate');
@@ -446,6 +463,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     featureGates,
     upgradeResponseTimeoutMs,
     shutdownGracePeriodMs,
+    requestTimeoutMs,
     websocketAllowedOrigins,
   };
   if (tls) config.tls = tls;
