@@ -114,7 +114,7 @@ export class SessionRecorder {
     }
     let upload: RecordingUpload;
     try {
-      upload = await withTimeout(sink.open(id), this.#o.openTimeoutMs ?? OPEN_TIMEOUT_MS);
+      upload = await withTimeout(sink.open(id, { enforce: decision.enforce }), this.#o.openTimeoutMs ?? OPEN_TIMEOUT_MS);
     } catch (err) {
       metrics.incSinkError(sink.kind, 'open');
       log.warn({ recordingId: id, sink: sink.kind, rule: decision.rule, enforce: decision.enforce, err: { message: (err as Error).message } }, 'session recording could not be started');

@@ -78,8 +78,10 @@ export interface RecordingSink {
   /**
    * Open the recording `id`. Rejects when the recording cannot be started (directory not writable,
    * recorder unreachable or refusing): with enforce the session is then refused before any upgrade.
+   * `enforce`: the recording is enforced, so a lost connection fails it at once instead of being
+   * retried (the session must end within a second).
    */
-  open(id: string): Promise<RecordingUpload>;
+  open(id: string, options?: { enforce?: boolean }): Promise<RecordingUpload>;
   /** Store a metadata-only record (port-forward). */
   writeRecord(summary: RecordingSummary): Promise<void>;
   /** Release timers and connections. */
