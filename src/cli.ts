@@ -27,6 +27,8 @@ Commands:
   demo          Run the dev cluster and the proxy on loopback, write a kubeconfig, print a kubectl line.
   dev-metrics   Run a metrics.k8s.io extension API server over a (dev) cluster's kubelet resource metrics.
   agent         Run next to a cluster and carry the proxy's /clusters/NAME requests to it (docs/agent.md).
+  recorder      Store the session recordings proxy replicas stream to it; serve /sessions/ (docs/recording.md).
+  sessions      List, play, export and verify recorded sessions (docs/recording.md).
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
 `;
@@ -299,6 +301,10 @@ export async function main(argv: string[]): Promise<number | void> {
       return (await import('./devmetrics/command.js')).devMetricsCommand(rest);
     case 'agent':
       return (await import('./tunnel/agent-command.js')).agentCommand(rest);
+    case 'recorder':
+      return (await import('./recording/recorder-command.js')).recorderCommand(rest);
+    case 'sessions':
+      return (await import('./recording/sessions-command.js')).sessionsCommand(rest);
     default:
       process.stderr.write(`kube-stream-proxy: unknown command "${command}"\n\n${USAGE}`);
       return 2;
