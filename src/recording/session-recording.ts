@@ -60,6 +60,8 @@ export class SessionRecording implements RemoteCommandObserver {
   #failed = false;
   #closed = false;
   #done: Promise<RecordingSummary> | undefined;
+  #whenDone!: (p: Promise<RecordingSummary>) => void;
+  readonly #finished = new Promise<RecordingSummary>((resolve) => (this.#whenDone = (p) => void p.then(resolve)));
 
   constructor(parts: SessionRecordingParts) {
     this.#parts = parts;
@@ -110,6 +112,11 @@ export class SessionRecording implements RemoteCommandObserver {
     void this.finish(bytes);
   }
 
+  /** Resolves with the summary once the recording was finished by whoever closes it (the relay, a tap). */
+  whenFinished(): Promise<RecordingSummary> {
+    return this.#finished;
+  }
+
   /** End the recording: the exit marker, then the upload's finish with the summary. Idempotent. */
   finish(bytes?: RelayedBytes): Promise<RecordingSummary> {
     if (this.#done) return this.#done;
@@ -131,6 +138,7 @@ export class SessionRecording implements RemoteCommandObserver {
       metrics.addActiveRecordings(-1);
       return s;
     });
+    this.#whenDone(this.#done);
     return this.#done;
   }
 
