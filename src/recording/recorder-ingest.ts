@@ -2,9 +2,9 @@
  * The recorder's ingest API, what proxy replicas stream recordings to (`recorder-sink.ts` is the
  * other end):
  *
- * - `PUT /api/v1/ingest/{id}?offset=N` — the cast bytes from offset N, as a streaming (chunked)
- *   body. N = 0 creates `<id>.cast` (409 if it exists); N > 0 resumes an upload whose connection was
- *   lost (409 `{"error", "size"}` unless N is the stored size). The answer (200,
+ * - `PUT /api/v1/ingest/{id}` — the cast bytes, as a streaming (chunked) body; creates `<id>.cast`
+ *   (409 if it exists). `?resume=1&offset=N` resumes an upload whose connection was lost: the bytes
+ *   from offset N (409 `{"error", "size"}` unless N is the stored size; the replica then resumes there). The answer (200,
  *   `application/x-ndjson`) starts at once and streams `{"ack": <bytes stored>}` lines — every
  *   {@link ACK_INTERVAL_MS} while bytes arrive and at least every {@link IDLE_ACK_MS} — then
  *   `{"ack": n, "done": true}` when the body ended and everything is written, or `{"error": "…"}` when
@@ -61,7 +61,7 @@ export class RecorderIngest {
   }
 
   /** Handle `PUT /api/v1/ingest/{id}[/summary]` from `replica`. */
-  async handle(req: IncomingMessage, res: ServerResponse, id: string, part: 'cast' | 'summary', replica: string, offset: number): Promise<void> {
+  async handle(req: IncomingMessage, res: ServerResponse, id: string, part: 'cast' | 'summary', replica: string, offset: number, resume: boolean): Promise<void> {
     if (!isRecordingId(id)) return json(res, 400, { error: 'not a recording id' });
     const owner = this.#owners.get(id);
     if (owner !== undefined && owner !== replica) return json(res, 403, { error: `recording ${id} belongs to another replica` });
@@ -69,7 +69,7 @@ export class RecorderIngest {
     if (this.#writers.has(id)) return json(res, 409, { error: 'an upload of this recording is in progress' });
     let writer: CastFileWriter;
     try {
-      writer = offset === 0 ? await CastFileWriter.create(this.#dir, id) : await CastFileWriter.resume(this.#dir, id, offset);
+      writer = resume ? await CastFileWriter.resume(this.#dir, id, offset) : await CastFileWriter.create(this.#dir, id);
     } catch (e) {
       if (e instanceof CastOffsetError) return json(res, 409, { error: e.message, size: e.size });
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') return json(res, 409, { error: 'recording exists' });
@@ -80,7 +80,7 @@ export class RecorderIngest {
     this.#writers.set(id, writer);
     clearTimeout(this.#graceTimers.get(id));
     this.#graceTimers.delete(id);
-    if (offset === 0) this.#live.open(id);
+    if (!resume) this.#live.open(id);
     else if (!this.#live.isLive(id)) this.#live.open(id, await readFile(castPath(this.#dir, id)).catch(() => undefined));
     res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
     res.flushHeaders();

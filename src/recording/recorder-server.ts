@@ -5,7 +5,7 @@
  *
  * | path | who | what |
  * |---|---|---|
- * | `PUT /api/v1/ingest/{id}[?offset=N]`, `PUT /api/v1/ingest/{id}/summary` | replicas | upload (see recorder-ingest.ts) |
+ * | `PUT /api/v1/ingest/{id}[?resume=1&offset=N]`, `PUT /api/v1/ingest/{id}/summary` | replicas | upload (see recorder-ingest.ts) |
  * | `GET /api/v1/sessions[?user=U&pod=P&since=ISO]` | viewers (`list`) | `{items: [...]}`, the index entries the caller may see |
  * | `GET /api/v1/sessions/{id}` | viewers (`get`) | one index entry |
  * | `GET /api/v1/sessions/{id}/cast` | viewers (`get`) | the `.cast` (`application/x-asciicast`) |
@@ -91,7 +91,8 @@ export async function startRecorder(o: RecorderOptions): Promise<RunningRecorder
     const byNs = new Map<string, boolean>();
     for (const e of entries) if (!byNs.has(e.namespace)) byNs.set(e.namespace, await o.viewers.allowed(user, { verb: 'list', namespace: e.namespace }));
     const out = entries.filter((e) => byNs.get(e.namespace));
-    return out.length > 0 || entries.length === 0 ? out : undefined;
+    // Not allowed to list at all (nothing visible and no cluster-wide list): 403, not an empty list.
+    return out.length > 0 ? out : undefined;
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -105,7 +106,7 @@ export async function startRecorder(o: RecorderOptions): Promise<RunningRecorder
       if (replica === undefined) return send(res, 401, { error: 'Unauthorized' });
       const offset = Number(url.searchParams.get('offset') ?? '0');
       if (!Number.isSafeInteger(offset) || offset < 0) return send(res, 400, { error: 'bad offset' });
-      return ingest.handle(req, res, ingestMatch[1]!, ingestMatch[2] ? 'summary' : 'cast', replica, offset);
+      return ingest.handle(req, res, ingestMatch[1]!, ingestMatch[2] ? 'summary' : 'cast', replica, offset, url.searchParams.get('resume') === '1');
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, { error: 'method not allowed' });
     if (path === '/sessions') {

@@ -57,8 +57,8 @@ class RecorderUpload implements RecordingUpload {
     this.#o = o;
   }
 
-  /** Connect at `offset`; resolves once the recorder accepted (200), rejects otherwise. */
-  connect(offset: number): Promise<void> {
+  /** Connect (`resume`: at `offset`); resolves once the recorder accepted (200), rejects otherwise. */
+  connect(offset: number, resume: boolean): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       let settled = false;
       const settle = (e?: Error): void => {
@@ -69,14 +69,17 @@ class RecorderUpload implements RecordingUpload {
       };
       let req: ClientRequest;
       try {
-        req = recorderRequest(this.#ep, 'PUT', `/api/v1/ingest/${this.#id}?offset=${offset}`, { 'content-type': 'application/x-asciicast' });
+        const path = `/api/v1/ingest/${this.#id}${resume ? `?resume=1&offset=${offset}` : ''}`;
+        req = recorderRequest(this.#ep, 'PUT', path, { 'content-type': 'application/x-asciicast' });
       } catch (e) {
         return settle(e as Error);
       }
       this.#req = req;
+      // Send the head now: the body may not start before the recorder's answer.
+      req.flushHeaders();
       req.on('socket', (s) => (s as { setNoDelay?: (b: boolean) => void }).setNoDelay?.(true));
       req.on('response', (res: IncomingMessage) => {
-        if (res.statusCode === 409 && offset > 0) {
+        if (res.statusCode === 409 && resume) {
           // The recorder stored more than it acked before the connection was lost: resume at its size.
           let body = '';
           res.on('data', (c: Buffer) => (body += c.toString()));
@@ -84,7 +87,7 @@ class RecorderUpload implements RecordingUpload {
             const size = (JSON.parse(body || '{}') as { size?: number }).size;
             if (typeof size !== 'number' || size < this.#acked || size > this.#total) return settle(new Error(`recorder refused the resume: ${body}`));
             this.#ackTo(size);
-            this.connect(size).then(() => settle(), (e: Error) => settle(e));
+            this.connect(size, true).then(() => settle(), (e: Error) => settle(e));
           });
           return;
         }
@@ -172,7 +175,7 @@ class RecorderUpload implements RecordingUpload {
     if (Date.now() - this.#lostAt > this.#o.reconnectWindowMs) return this.#fail(e);
     const retry = (): void => {
       this.#retryTimer = undefined;
-      this.connect(this.#acked).catch(() => undefined);
+      this.connect(this.#acked, true).catch(() => undefined);
     };
     this.#retryTimer = setTimeout(retry, 500);
     this.#retryTimer.unref();
@@ -265,7 +268,7 @@ export class RecorderSink implements RecordingSink {
 
   async open(id: string, options: { enforce?: boolean } = {}): Promise<RecordingUpload> {
     const upload = new RecorderUpload(this.#ep, id, options.enforce ?? false, this.#o);
-    await upload.connect(0);
+    await upload.connect(0, false);
     return upload;
   }
 

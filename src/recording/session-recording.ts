@@ -178,6 +178,8 @@ export class SessionRecording implements RemoteCommandObserver {
     if (this.#failed) return;
     const { upload, metrics, sink } = this.#parts;
     const n = Buffer.byteLength(text);
+    // Dropping, and the sink has room again (a drain may never come when nothing was pending).
+    if (this.#dropping && upload.pendingBytes + n <= this.#maxBuffer / 2) this.#drained();
     if (this.#dropping) {
       this.#droppedBytes += n;
       return;
@@ -200,7 +202,8 @@ export class SessionRecording implements RemoteCommandObserver {
     this.#dropping = false;
     const n = this.#droppedBytes;
     this.#droppedBytes = 0;
-    this.#writer.marker(`recording gap: ${n} bytes of events dropped (the recording sink was too slow)`, this.#now());
+    // At the last event's time (t=0 is clamped to it): the gap lies between that event and the next.
+    this.#writer.marker(`recording gap: ${n} bytes of events dropped (the recording sink was too slow)`, 0);
   }
 
   #sinkFailed(err: Error): void {
