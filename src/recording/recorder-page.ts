@@ -18,6 +18,7 @@ const PAGE_HTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<link rel="icon" href="data:,">
 <title>Session recordings — kube-stream-proxy</title>
 <link rel="stylesheet" href="/sessions/assets/asciinema-player.css">
 <link rel="stylesheet" href="/sessions/assets/page.css">
