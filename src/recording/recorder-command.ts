@@ -31,10 +31,10 @@ Replicas (who may upload):
 Viewers (who may list and play):
   --viewer-token-file PATH    kube token-file CSV token,user,uid,"group1,group2": viewer bearer tokens;
                               authorized by --viewer-group only.
-  --kubeconfig PATH | --in-cluster
-                              Review viewers with the cluster instead: TokenReview, then SubjectAccessReview
+  --kubeconfig PATH           Review viewers with this cluster instead: TokenReview, then SubjectAccessReview
                               on resource sessions.recording.kube-stream-proxy.io (list; get <id> in the
                               recording's namespace), or --viewer-group.
+  --in-cluster                The same with the pod's service account.
   --viewer-group G            Members may view every recording (repeatable).
   -h, --help                  Show this help.
 `;
