@@ -162,6 +162,19 @@ Clusters behind agents (docs/agent.md):
                                       one verified by this CA authenticates its agent for the cluster named
                                       by its CN (no token needed; tokens still accepted). TLS listener only.
 
+Session recording (docs/recording.md):
+  --session-recording-config PATH     SessionRecordingConfiguration (kube-stream-proxy.io/v1alpha1): which
+                                      exec/attach/portforward sessions are recorded, output or full, enforced
+                                      or not; re-read when the file changes. Without it nothing is recorded.
+  --session-recording-dir DIR         Write recordings to DIR (<id>.cast + <id>.json; 0700/0600), or:
+  --session-recorder-url URL          stream them to a recorder (kube-stream-proxy recorder).
+  --session-recorder-token-file PATH  Bearer token for the recorder (this replica's line of its --ingest-token-file).
+  --session-recorder-ca-file PATH     CA bundle verifying the recorder.
+  --session-recorder-client-cert-file PATH  Client certificate for the recorder (with the key).
+  --session-recorder-client-key-file PATH   Its key.
+  --session-recording-max-bytes N     Output bytes recorded per session (default 64 MiB; 0 = no limit); past it a
+                                      marker, and the session goes on unrecorded.
+
 Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
@@ -214,6 +227,14 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'agent-listen': { type: 'string' },
         'agent-token-file': { type: 'string' },
         'agent-client-ca-file': { type: 'string' },
+        'session-recording-config': { type: 'string' },
+        'session-recording-dir': { type: 'string' },
+        'session-recording-max-bytes': { type: 'string' },
+        'session-recorder-url': { type: 'string' },
+        'session-recorder-token-file': { type: 'string' },
+        'session-recorder-ca-file': { type: 'string' },
+        'session-recorder-client-cert-file': { type: 'string' },
+        'session-recorder-client-key-file': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -264,6 +285,14 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       agentListen: values['agent-listen'],
       agentTokenFile: values['agent-token-file'],
       agentClientCaFile: values['agent-client-ca-file'],
+      sessionRecordingConfig: values['session-recording-config'],
+      sessionRecordingDir: values['session-recording-dir'],
+      sessionRecordingMaxBytes: values['session-recording-max-bytes'],
+      sessionRecorderUrl: values['session-recorder-url'],
+      sessionRecorderTokenFile: values['session-recorder-token-file'],
+      sessionRecorderCaFile: values['session-recorder-ca-file'],
+      sessionRecorderClientCertFile: values['session-recorder-client-cert-file'],
+      sessionRecorderClientKeyFile: values['session-recorder-client-key-file'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
