@@ -65,7 +65,11 @@ export class DirectorySink implements RecordingSink {
 
   /** Create or narrow the directory now (start-up), so a bad directory fails early. */
   prepare(): Promise<void> {
-    return (this.#prepared ??= prepareRecordingDir(this.dir));
+    // A failure is not cached: the next session tries again (the volume may have been mounted since).
+    return (this.#prepared ??= prepareRecordingDir(this.dir).catch((e: unknown) => {
+      this.#prepared = undefined;
+      throw e;
+    }));
   }
 
   async open(id: string): Promise<RecordingUpload> {

@@ -51,13 +51,19 @@ export interface SessionRecorderOptions {
 /** What {@link SessionRecorder.begin} returns for a recorded request. */
 export type BegunRecording = SessionRecording | PortForwardRecording;
 
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+/** `p`, or a rejection after `ms`; a value that arrives too late is handed to `late`. */
+function withTimeout<T>(p: Promise<T>, ms: number, late: (v: T) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      reject(new Error(`no answer within ${ms} ms`));
+    }, ms);
     p.then(
       (v) => {
         clearTimeout(timer);
-        resolve(v);
+        if (timedOut) late(v);
+        else resolve(v);
       },
       (e: unknown) => {
         clearTimeout(timer);
@@ -114,7 +120,10 @@ export class SessionRecorder {
     }
     let upload: RecordingUpload;
     try {
-      upload = await withTimeout(sink.open(id, { enforce: decision.enforce }), this.#o.openTimeoutMs ?? OPEN_TIMEOUT_MS);
+      upload = await withTimeout(sink.open(id, { enforce: decision.enforce }), this.#o.openTimeoutMs ?? OPEN_TIMEOUT_MS, (u) => {
+        // Opened after the session went on without it: close it as a failed recording.
+        void u.abort({ id, subresource: request.subresource, namespace: request.namespace, pod: request.pod, record: decision.record === 'full' ? 'full' : 'output', enforce: decision.enforce, start: new Date().toISOString(), durationSeconds: 0, exitCode: null, error: 'the recording opened too late', result: 'incomplete' }).catch(() => undefined);
+      });
     } catch (err) {
       metrics.incSinkError(sink.kind, 'open');
       log.warn({ recordingId: id, sink: sink.kind, rule: decision.rule, enforce: decision.enforce, err: { message: (err as Error).message } }, 'session recording could not be started');
