@@ -25,7 +25,7 @@ class FileUpload implements RecordingUpload {
   constructor(file: CastFileWriter) {
     this.#file = file;
   }
-  write(text: string): void {
+  write(text: string | Buffer): void {
     this.#file.write(text);
   }
   get pendingBytes(): number {

@@ -192,9 +192,9 @@ class RecorderUpload implements RecordingUpload {
     for (const w of this.#doneWaiters.splice(0)) w(e);
   }
 
-  write(text: string): void {
+  write(text: string | Buffer): void {
     if (this.#failure || this.#ending) return;
-    const b = Buffer.from(text, 'utf8');
+    const b = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
     this.#unacked.push(b);
     this.#total += b.length;
     if (this.#connected) this.#req?.write(b);

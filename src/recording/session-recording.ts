@@ -174,10 +174,10 @@ export class SessionRecording implements RemoteCommandObserver {
     };
   }
 
-  #write(text: string): void {
+  #write(text: string | Buffer): void {
     if (this.#failed) return;
     const { upload, metrics, sink } = this.#parts;
-    const n = Buffer.byteLength(text);
+    const n = typeof text === 'string' ? Buffer.byteLength(text) : text.length;
     // Dropping, and the sink has room again (a drain may never come when nothing was pending).
     if (this.#dropping && upload.pendingBytes + n <= this.#maxBuffer / 2) this.#drained();
     if (this.#dropping) {

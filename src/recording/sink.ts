@@ -57,8 +57,8 @@ export type RecordingResult = 'complete' | 'truncated' | 'gap' | 'incomplete' | 
 
 /** One session's recording, open on a sink. */
 export interface RecordingUpload {
-  /** Append cast text (complete lines). Never blocks; a failure is reported through `onError`. */
-  write(text: string): void;
+  /** Append cast text (complete lines, a string or its UTF-8 bytes). Never blocks; a failure is reported through `onError`. */
+  write(text: string | Buffer): void;
   /** Bytes written but not yet accepted by the storage (the bounded buffer's fill). */
   readonly pendingBytes: number;
   /** Called once when the upload failed (the storage is gone or full); later writes are dropped. */

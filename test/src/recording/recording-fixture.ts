@@ -20,7 +20,8 @@ export class MemoryUpload implements RecordingUpload {
   #errors: Array<(e: Error) => void> = [];
   #drains: Array<() => void> = [];
   #failed: Error | undefined;
-  write(text: string): void {
+  write(chunk: string | Buffer): void {
+    const text = typeof chunk === 'string' ? chunk : chunk.toString('utf8');
     if (this.#failed) return;
     if (this.#holding) this.#held.push(text);
     else this.text += text;
