@@ -29,7 +29,10 @@ import { writeSummary } from '../../../src/recording/cast-file.js';
 import { prepareRecordingDir } from '../../../src/recording/directory-sink.js';
 import { writeFile } from 'node:fs/promises';
 import { startServer, type RunningServer } from '../../../src/server.js';
-import { FORCE_SPDY_ENV, findKubectl, kubectlE2eSkipReason, kubectlEnv, runKubectl, summary, type KubectlVersion } from '../../helpers/kubectl.js';
+import { FORCE_SPDY_ENV, findKubectl, kubectlE2eSkipReason, kubectlEnv, runKubectl, startKubectl, summary, type KubectlVersion } from '../../helpers/kubectl.js';
+import { downloadDigest, startBytesServer } from '../../helpers/http-fixture.js';
+import { PortForwardRecording } from '../../../src/recording/port-forward-recording.js';
+import type { RecordingSummary } from '../../../src/recording/sink.js';
 import { expectShellFollowsResize, hasLine, startTmux } from '../../helpers/tty.js';
 import { headValue, MemoryUpload, requestQuery, startRecordingRelay, type RecordingRelay, type RelayedConnection } from './recording-fixture.js';
 
@@ -235,6 +238,40 @@ describe.skipIf(skip !== undefined)('recording taps on real kubectl sessions', (
       expect(sessions[0]!.upload.parsed().events.map((e) => e[2])).toEqual(['hi\r\n', 'exit 0']);
     } finally {
       await relay.close();
+    }
+  });
+
+  it('kubectl 1.27 port-forward (SPDY): a metadata record with the ports and the bytes each way', async () => {
+    const fixture = await startBytesServer();
+    const records: RecordingSummary[] = [];
+    const sink = { kind: 'directory' as const, open: async () => { throw new Error('unused'); }, writeRecord: async (s: RecordingSummary) => void records.push(s), close: async () => undefined };
+    let pf: PortForwardRecording | undefined;
+    const relay = await startRecordingRelay(targetOf(cluster.url), (req) => {
+      if (!/\/portforward/.test(req.split('\n')[0]!)) return undefined;
+      pf = new PortForwardRecording({ id: newRecordingId(), namespace: 'default', pod: 'demo', ports: [], enforce: false }, sink, createRecordingMetrics(new Registry()), { warn: () => undefined });
+      return relayObserverFor(pf, { kind: 'spdy', subprotocol: 'portforward.k8s.io' });
+    });
+    try {
+      const kubeconfig = join(work, 'kubeconfig-pf');
+      writeKubeconfig(kubeconfig, { server: relay.url, name: 'relay' });
+      const k = startKubectl(findKubectl('1.27'), ['port-forward', 'pod/demo', `:${fixture.port}`], { kubeconfig, cwd: work });
+      try {
+        const m = await k.waitForOutput(new RegExp(`Forwarding from 127\\.0\\.0\\.1:(\\d+) -> ${fixture.port}`), 30_000);
+        const got = await downloadDigest(`http://127.0.0.1:${m[1]}/bytes/100000?seed=3`);
+        expect(got.byteLength).toBe(100_000);
+      } finally {
+        await k.stop();
+      }
+      const conn = relay.connections.find((c) => c.observer !== undefined)!;
+      await conn.closed;
+      await pf!.finish();
+      expect(records).toHaveLength(1);
+      expect(records[0]).toMatchObject({ subresource: 'portforward', namespace: 'default', pod: 'demo', ports: [String(fixture.port)], record: 'metadata', result: 'complete' });
+      expect(records[0]!.bytesToClient).toBeGreaterThan(100_000);
+      expect(records[0]!.bytesToUpstream).toBeGreaterThan(0);
+    } finally {
+      await relay.close();
+      await fixture.close();
     }
   });
 });
