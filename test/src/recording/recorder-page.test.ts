@@ -21,6 +21,15 @@ import { newRecordingId, type RecordingSink } from '../../../src/recording/sink.
 import { writeFileSync } from 'node:fs';
 
 const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * Runs in the page: whether the player's terminal shows `needle`. A function, not a string: the
+ * page's CSP (rightly) forbids string evaluation.
+ */
+function termIncludes(needle: string): boolean {
+  const doc = (globalThis as unknown as { document: { querySelector(s: string): { textContent: string | null } | null } }).document;
+  return (doc.querySelector('.ap-term')?.textContent ?? '').includes(needle);
+}
 /** The flags known to work on this machine class (docs: the machine's "Known to work"). */
 const FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
@@ -81,7 +90,7 @@ describe.skipIf(!existsSync(CHROMIUM))('/sessions/ in headless Chromium', () => 
     await page.waitForSelector(`tr[data-id="${recorded.id}"]`);
     expect(await page.textContent(`tr[data-id="${recorded.id}"]`)).toContain('default/demo');
     await page.click(`tr[data-id="${recorded.id}"]`);
-    await page.waitForFunction(`(document.querySelector('.ap-term')?.textContent ?? '').includes('browser-42')`, undefined, { timeout: 20_000 });
+    await page.waitForFunction(termIncludes, 'browser-42', { timeout: 20_000 });
     const terminal = (await page.textContent('.ap-term')) ?? '';
     expect(terminal).toContain('echo browser-$((6*7))');
     expect(terminal).toContain('browser-42');
@@ -99,10 +108,10 @@ describe.skipIf(!existsSync(CHROMIUM))('/sessions/ in headless Chromium', () => 
     const context = await browser.newContext({ extraHTTPHeaders: { authorization: 'Bearer viewer-token' } });
     const page = await context.newPage();
     await page.goto(`${recorder.url}/sessions/#${running.id}`);
-    await page.waitForFunction(`(document.querySelector('.ap-term')?.textContent ?? '').includes('live-one')`, undefined, { timeout: 20_000 });
+    await page.waitForFunction(termIncludes, 'live-one', { timeout: 20_000 });
     expect(await page.textContent(`tr[data-id="${running.id}"]`)).toContain('live');
     running.output('stdout', Buffer.from('echo live-two\r\nlive-two\r\n$ '));
-    await page.waitForFunction(`(document.querySelector('.ap-term')?.textContent ?? '').includes('live-two')`, undefined, { timeout: 20_000 });
+    await page.waitForFunction(termIncludes, 'live-two', { timeout: 20_000 });
     running.exit({ exitCode: 0 });
     await running.finish();
     await context.close();
