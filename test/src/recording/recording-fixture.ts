@@ -7,7 +7,8 @@
 import { createHash } from 'node:crypto';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import type { RelayObserver } from '../../../src/recording/observer.js';
+import type { RelayObserver, TerminationPlan } from '../../../src/recording/observer.js';
+import type { V1Status } from '../../../src/status.js';
 import type { RecordingSink, RecordingSummary, RecordingUpload } from '../../../src/recording/sink.js';
 
 /** An upload kept in memory. `hold` stops accepting bytes (a slow sink); `fail` makes it fail. */
@@ -153,7 +154,20 @@ export async function startRecordingRelay(target: { host: string; port: number }
       if (resHead !== undefined) early.push(chunk);
       else c.observer?.fromClient(chunk);
     });
+    let plan: TerminationPlan | undefined;
+    const finishPlan = (): void => {
+      client.write(plan!.bytes);
+      client.end();
+      upstream.destroy();
+    };
     upstream.on('data', (chunk: Buffer) => {
+      if (plan) {
+        // Enforce end in progress: the rest of the frame, then the Status, then close.
+        const { forward, done } = plan.cut(chunk);
+        client.write(forward);
+        if (done) finishPlan();
+        return;
+      }
       client.write(chunk);
       if (resHead !== undefined) {
         resHead = Buffer.concat([resHead, chunk]);
@@ -163,6 +177,15 @@ export async function startRecordingRelay(target: { host: string; port: number }
         const rest = resHead.subarray(at + 4);
         resHead = undefined;
         if (/^HTTP\/1\.1 101/.test(c.responseHead)) c.observer = observe(c.requestHead, c.responseHead);
+        // What the proxy's relay will do on an enforced recording's failure (docs/recording.md, "Wiring").
+        c.observer?.fatal.addEventListener('abort', () => {
+          const reason = c.observer!.fatal.reason as { toStatus(): V1Status };
+          const p = c.observer!.terminate(reason.toStatus());
+          if (!p) return void (client.destroy(), upstream.destroy());
+          plan = p;
+          if (p.cut(Buffer.alloc(0)).done) finishPlan();
+          setTimeout(() => (client.destroy(), upstream.destroy()), 1000).unref();
+        });
         for (const e of early.splice(0)) c.observer?.fromClient(e);
         if (rest.length > 0) {
           hu.update(rest);

@@ -47,7 +47,7 @@ interface Recorded {
 }
 
 /** A relay observer that records the exec it sees (the policy's job is not under test here). */
-function recorderFor(sessions: Recorded[]) {
+function recorderFor(sessions: Recorded[], enforce = false) {
   return (requestHead: string, responseHead: string): RelayObserver | undefined => {
     const q = requestQuery(requestHead);
     if (!/\/exec\?/.test(requestHead.split('\n')[0]!)) return undefined;
@@ -57,7 +57,7 @@ function recorderFor(sessions: Recorded[]) {
     const id = newRecordingId();
     const recording = new SessionRecording({
       identity: { sessionId: id, namespace: 'default', pod: 'demo', subresource: 'exec', command: q.getAll('command'), tty: q.get('tty') === 'true' || q.get('tty') === '1', record: 'output' },
-      enforce: false,
+      enforce,
       upload,
       sink: 'directory',
       metrics: createRecordingMetrics(new Registry()),
@@ -273,5 +273,37 @@ describe.skipIf(skip !== undefined)('recording taps on real kubectl sessions', (
       await relay.close();
       await fixture.close();
     }
+  });
+
+  describe.each<{ name: string; version: KubectlVersion; env: Record<string, string>; via: 'cluster' | 'proxy' }>([
+    { name: 'kubectl 1.27 (SPDY passthrough)', version: '1.27', env: {}, via: 'cluster' },
+    { name: 'kubectl 1.33 (WebSocket v5)', version: '1.33', env: {}, via: 'proxy' },
+  ])('enforce: the sink fails mid-session, $name ends within 1 s with the Status', ({ version, env, via }) => {
+    it('kubectl exits 1 printing "session recording unavailable"', async () => {
+      const sessions: Recorded[] = [];
+      const relay = await startRecordingRelay(targetOf(via === 'cluster' ? cluster.url : proxy.url), recorderFor(sessions, true));
+      try {
+        const kubeconfig = join(work, `kubeconfig-enforce-${version}`);
+        writeKubeconfig(kubeconfig, { server: relay.url, name: 'relay' });
+        const k = startKubectl(findKubectl(version), ['exec', 'demo', '--', 'sh', '-c', 'while true; do echo tick; sleep 0.05; done'], { kubeconfig, env, cwd: work });
+        const closed = new Promise<{ code: number | null; at: number }>((r) => k.child.once('close', (code) => r({ code, at: Date.now() })));
+        try {
+          await k.waitForOutput(/tick/, 30_000);
+          const failedAt = Date.now();
+          sessions[0]!.upload.fail(new Error('ENOSPC: no space left on device'));
+          const exit = await closed;
+          expect(exit.code, k.output().stderr).toBe(1);
+          expect(k.output().stderr).toContain('session recording unavailable');
+          expect(exit.at - failedAt).toBeLessThan(1000);
+        } finally {
+          await k.stop('SIGKILL', 1000);
+        }
+        const conn = relay.connections.find((c) => c.observer !== undefined)!;
+        await conn.closed;
+        expect((await sessions[0]!.recording.whenFinished()).result).toBe('terminated');
+      } finally {
+        await relay.close();
+      }
+    });
   });
 });
