@@ -24,6 +24,8 @@ Commands:
   dev-metrics   Run a metrics.k8s.io extension API server over a (dev) cluster's kubelet resource metrics.
   agent         Run next to a cluster and carry the proxy's /clusters/NAME requests to it (docs/agent.md).
   login         kubectl exec credential plugin: log in to an OpenID Provider, print an ExecCredential.
+  recorder      Store the session recordings proxy replicas stream to it; serve /sessions/ (docs/recording.md).
+  sessions      List, play, export and verify recorded sessions (docs/recording.md).
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
 `;
@@ -94,6 +96,19 @@ Clusters behind agents (docs/agent.md):
                                       one verified by this CA authenticates its agent for the cluster named
                                       by its CN (no token needed; tokens still accepted). TLS listener only.
 
+Session recording (docs/recording.md):
+  --session-recording-config PATH     SessionRecordingConfiguration (kube-stream-proxy.io/v1alpha1): which
+                                      exec/attach/portforward sessions are recorded, output or full, enforced
+                                      or not; re-read when the file changes. Without it nothing is recorded.
+  --session-recording-dir DIR         Write recordings to DIR (<id>.cast + <id>.json; 0700/0600), or:
+  --session-recorder-url URL          stream them to a recorder (kube-stream-proxy recorder).
+  --session-recorder-token-file PATH  Bearer token for the recorder (this replica's line of its --ingest-token-file).
+  --session-recorder-ca-file PATH     CA bundle verifying the recorder.
+  --session-recorder-client-cert-file PATH  Client certificate for the recorder (with the key).
+  --session-recorder-client-key-file PATH   Its key.
+  --session-recording-max-bytes N     Output bytes recorded per session (default 64 MiB; 0 = no limit); past it a
+                                      marker, and the session goes on unrecorded.
+
 Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
@@ -150,6 +165,14 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'agent-listen': { type: 'string' },
         'agent-token-file': { type: 'string' },
         'agent-client-ca-file': { type: 'string' },
+        'session-recording-config': { type: 'string' },
+        'session-recording-dir': { type: 'string' },
+        'session-recording-max-bytes': { type: 'string' },
+        'session-recorder-url': { type: 'string' },
+        'session-recorder-token-file': { type: 'string' },
+        'session-recorder-ca-file': { type: 'string' },
+        'session-recorder-client-cert-file': { type: 'string' },
+        'session-recorder-client-key-file': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -201,6 +224,14 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       agentListen: values['agent-listen'],
       agentTokenFile: values['agent-token-file'],
       agentClientCaFile: values['agent-client-ca-file'],
+      sessionRecordingConfig: values['session-recording-config'],
+      sessionRecordingDir: values['session-recording-dir'],
+      sessionRecordingMaxBytes: values['session-recording-max-bytes'],
+      sessionRecorderUrl: values['session-recorder-url'],
+      sessionRecorderTokenFile: values['session-recorder-token-file'],
+      sessionRecorderCaFile: values['session-recorder-ca-file'],
+      sessionRecorderClientCertFile: values['session-recorder-client-cert-file'],
+      sessionRecorderClientKeyFile: values['session-recorder-client-key-file'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
@@ -241,6 +272,10 @@ export async function main(argv: string[]): Promise<number | void> {
       return (await import('./tunnel/agent-command.js')).agentCommand(rest);
     case 'login':
       return (await import('./login/login-command.js')).loginCommand(rest);
+    case 'recorder':
+      return (await import('./recording/recorder-command.js')).recorderCommand(rest);
+    case 'sessions':
+      return (await import('./recording/sessions-command.js')).sessionsCommand(rest);
     default:
       process.stderr.write(`kube-stream-proxy: unknown command "${command}"\n\n${USAGE}`);
       return 2;

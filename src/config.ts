@@ -2,6 +2,7 @@
  * The `serve` configuration: one typed object, validated once at start-up from the command-line
  * flags. Every default is a named constant with the reason for its value.
  */
+import { parseRecordingFlags, type RecordingFlags, type SessionRecordingSettings } from './recording/recording-flags.js';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { ConfigError } from './errors.js';
@@ -114,6 +115,8 @@ export interface ProxyConfig {
   aggregation?: AggregationConfig;
   /** `--websocket-allowed-origins`; {@link DEFAULT_WEBSOCKET_ALLOWED_ORIGINS} when absent. */
   websocketAllowedOrigins?: AllowedOrigins;
+  /** Session recording (`--session-recording-*`, docs/recording.md); absent: nothing is recorded. */
+  recording?: SessionRecordingSettings;
 }
 
 /** `--apiservice-config` and the front-proxy identity (`--proxy-client-*-file`). */
@@ -125,7 +128,7 @@ export interface AggregationConfig {
 }
 
 /** The `serve` flags as strings, exactly as given (camelCase of the flag names). */
-export interface ServeFlags {
+export interface ServeFlags extends RecordingFlags {
   listen?: string;
   tlsCertFile?: string;
   tlsPrivateKeyFile?: string;
@@ -467,6 +470,8 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     websocketAllowedOrigins,
   };
   if (tls) config.tls = tls;
+  const recording = await parseRecordingFlags(flags);
+  if (recording) config.recording = recording;
   const aggregation = await parseAggregation(flags, security.warnings);
   if (aggregation) config.aggregation = aggregation;
   return config;
