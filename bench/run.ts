@@ -34,8 +34,8 @@
  *             HAProxy, socat, the bare Node relay — × stdout, stdin,
  *             port-forward; 300 MB, 3 interleaved rounds; with --quick 20 MB, 1 round) and print its
  *             table; with --write replace the generated CPU section of docs/benchmarks.md. --runs is
- *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,translation-nofloor,agent,
- *             agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
+ *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,translation-nofloor,
+ *             translation-cli-floor,agent,agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
  *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless);

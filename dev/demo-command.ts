@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_SHUTDOWN_GRACE_PERIOD } from '../src/config.js';
 import { ConfigError } from '../src/errors.js';
+import { heapFloorLogFields } from '../src/heap-floor.js';
 import { installShutdown } from '../src/process-shutdown.js';
 import { DEMO_MAX_CLUSTERS, parseDemoClusters, runDemo, type DemoOptions } from './demo.js';
 
@@ -79,6 +80,7 @@ export async function demoCommand(argv: string[]): Promise<number | void> {
     process.stderr.write(`kube-stream-proxy demo: ${e.message}\n`);
     return 2;
   }
+  demo.proxy.app.log.info(heapFloorLogFields(), 'heap floor');
   // Before the banner: whoever reads it may send SIGTERM at once (tests do).
   installShutdown(() => demo.shutdown());
   process.stdout.write(demo.banner);

@@ -8,6 +8,7 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE_PERIOD, DEFAULT_UPGRADE_RESPONSE_TIMEOUT, resolveConfig } from './config.js';
 import { ConfigError } from './errors.js';
+import { heapFloorLogFields } from './heap-floor.js';
 import { installShutdown } from './process-shutdown.js';
 import { startServer } from './server.js';
 
@@ -239,6 +240,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
     return 2;
   }
   const server = await startServer(config, { logger: { level: 'info' } });
+  server.app.log.info(heapFloorLogFields(), 'heap floor');
   process.stdout.write(
     `kube-stream-proxy listening on ${server.url}, upstream ${config.upstream?.url.origin ?? '(none)'}` +
       (server.agentUrl ? `, agents on ${server.agentUrl}` : '') +

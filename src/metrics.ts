@@ -4,6 +4,7 @@
  * Each server gets its own Registry so tests start from zero.
  */
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { currentHeapFloor } from './heap-floor.js';
 import type { TunnelByteTotals } from './tunnel/tunnel-bytes.js';
 
 /** Prefix of every metric this project defines. */
@@ -259,6 +260,12 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
     labelNames: ['cluster'] as const,
     registers: [registry],
   });
+  // The process's heap floor (src/heap-floor.ts), fixed when it started: set once, here, at serve start.
+  new Gauge({
+    name: `${METRICS_NAMESPACE}_heap_floor_bytes`,
+    help: 'The V8 old-generation floor this process started with (--initial-old-space-size; docs/operations.md), in bytes; 0 when off.',
+    registers: [registry],
+  }).set(currentHeapFloor().floorMb * 1024 * 1024);
   // Tunnel bytes are plain numbers the relay adds to (src/tunnel/tunnel-bytes.ts); what they gained
   // since the last scrape goes into the counter when it is collected.
   const byteTotals = new Map<string, { totals: TunnelByteTotals; reported: TunnelByteTotals }>();

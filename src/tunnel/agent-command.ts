@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { isLoopbackHost, parseGoDuration, parseUpstream } from '../config.js';
 import { ConfigError } from '../errors.js';
+import { heapFloorLogFields } from '../heap-floor.js';
 import type { AgentLogger } from './agent.js';
 import { AgentPool, DEFAULT_PROXY_RESOLVE_INTERVAL_MS, type AgentPoolOptions } from './agent-pool.js';
 import type { AccessAs } from './agent-request.js';
@@ -229,6 +230,7 @@ export async function agentCommand(argv: string[]): Promise<number | void> {
     process.stdout.write(AGENT_USAGE);
     return 0;
   }
+  log.info(heapFloorLogFields(), 'heap floor');
   const agent = new AgentPool(parsed.options);
   process.stdout.write(
     `kube-stream-proxy agent for cluster ${parsed.options.clusterName}: proxy ${parsed.options.proxyUrls.map((u) => u.origin).join(', ')}, upstream ${parsed.options.upstream.url.origin}, access as ${parsed.options.accessAs ?? 'passthrough'}\n`,
