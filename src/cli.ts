@@ -241,14 +241,15 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
   }
   const server = await startServer(config, { logger: { level: 'info' } });
   server.app.log.info(heapFloorLogFields(), 'heap floor');
+  // Before the line: whoever reads it may send SIGTERM at once, and it must drain, not kill.
+  installShutdown(async () => {
+    await server.shutdown(config.shutdownGracePeriodMs);
+  });
   process.stdout.write(
     `kube-stream-proxy listening on ${server.url}, upstream ${config.upstream?.url.origin ?? '(none)'}` +
       (server.agentUrl ? `, agents on ${server.agentUrl}` : '') +
       '\n',
   );
-  installShutdown(async () => {
-    await server.shutdown(config.shutdownGracePeriodMs);
-  });
 }
 
 /** Run the CLI; resolves with the exit code, or never for long-running servers. */
