@@ -31,7 +31,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type ServerOptions, type WebSocket } from 'ws';
 import { pairsFromRaw, type ClientInfo } from '../proxy/forwarded-headers.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
-import { relayErrorResponse } from '../proxy/upgrade-aware.js';
+import { relayErrorResponse } from '../proxy/relay-error-response.js';
 import { ShuttingDownError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } from '../src/errors.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '../src/status.js';
