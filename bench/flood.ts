@@ -19,7 +19,8 @@ import { readFileSync } from 'node:fs';
 import { parseProcStat, clockTicksPerSecond } from './proc-cpu.js';
 import { floodBlock, PATTERN_PERIOD, startFloodSession, type FloodSession, type FloodSessionResult } from './flood-client.js';
 import { readRss } from './slow-reader.js';
-import { startDevClusterProcess, startProxyProcess, type ServerProcess } from './servers.js';
+import { join } from 'node:path';
+import { SERVER_START_TIMEOUT_MS, startDevClusterProcess, startNodeScript, startProxyProcess, withHeapFloor, type ServerProcess } from './servers.js';
 
 const MiB = 1024 * 1024;
 
@@ -58,8 +59,16 @@ export interface FloodOptions {
 export const FLOOD_FULL: FloodOptions = { sessions: 4, windowMs: 30_000, getIntervalMs: 50, proxyArgs: [] };
 export const FLOOD_QUICK: FloodOptions = { sessions: 2, windowMs: 3_000, getIntervalMs: 50, proxyArgs: [] };
 
+/** Whose proxy a row measures: this tree's, or another build's (`base`: a copy of its bin/ and dist/). */
+export interface FloodTree {
+  label: string;
+  base?: string;
+}
+
 /** One measured row. */
 export interface FloodRow {
+  /** The proxy measured (this tree's: "this tree"). */
+  tree: string;
   mode: FloodMode['key'];
   name: string;
   sessions: number;
@@ -82,12 +91,27 @@ export interface FloodRow {
   getMs: number[];
   /** GETs that failed (error or non-200). */
   getFailures: number;
+  /**
+   * The same GET straight to the dev cluster, alternating with those through the proxy (sorted):
+   * what the loaded machine itself costs a GET, the proxy left out.
+   */
+  directGetMs: number[];
+  /** The proxy's event-loop delay over the window (prom-client's `nodejs_eventloop_lag_*`), ms. */
+  loopLagP99Ms: number;
+  loopLagMaxMs: number;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function cpuSecondsOf(pid: number): number {
   return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8')).ticks / clockTicksPerSecond();
+}
+
+/** The proxy's `nodejs_eventloop_lag_{p99,max}_seconds` (prom-client resets them at each scrape), ms. */
+async function loopLag(url: string): Promise<{ p99: number; max: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const read = (name: string): number => Number(new RegExp(`^${name} ([0-9.e+-]+)`, 'm').exec(text)?.[1] ?? NaN) * 1000;
+  return { p99: read('nodejs_eventloop_lag_p99_seconds'), max: read('nodejs_eventloop_lag_max_seconds') };
 }
 
 /** One plain GET on a fresh connection; resolves with its latency in ms, or rejects. */
@@ -105,7 +129,7 @@ function timedGet(url: string): Promise<number> {
 }
 
 /** One mode against a running proxy. */
-export async function measureFlood(mode: FloodMode, proxy: ServerProcess, cluster: ServerProcess, o: FloodOptions): Promise<FloodRow> {
+export async function measureFlood(mode: FloodMode, proxy: ServerProcess, cluster: ServerProcess, o: FloodOptions, tree = 'this tree'): Promise<FloodRow> {
   const { hostname, port } = new URL(proxy.url);
   const block = floodBlock(mode.framesPerBlock, mode.payloadBytes);
   const path = '/api/v1/namespaces/default/pods/demo/exec?command=kube-stream-proxy%3Aidle&stdin=true&stdout=true&stderr=true';
@@ -117,9 +141,11 @@ export async function measureFlood(mode: FloodMode, proxy: ServerProcess, cluste
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, readRss(proxy.pid))), 100);
   const failures: string[] = [];
   const getMs: number[] = [];
+  const directGetMs: number[] = [];
   let getFailures = 0;
   let sessions: FloodSession[] = [];
   try {
+    await loopLag(proxy.url); // resets the window
     const cpu0 = cpuSecondsOf(proxy.pid);
     const cluster0 = cpuSecondsOf(cluster.pid);
     sessions = await Promise.all(Array.from({ length: o.sessions }, () => startFloodSession(hostname, Number(port), path, block, mode.framesPerBlock, mode.framesPerBlock * mode.payloadBytes)));
@@ -132,11 +158,14 @@ export async function measureFlood(mode: FloodMode, proxy: ServerProcess, cluste
           getFailures++;
         }
         await sleep(o.getIntervalMs);
+        directGetMs.push(await timedGet(cluster.url).catch(() => Number.NaN));
+        await sleep(o.getIntervalMs);
       }
     })();
     await sleep(o.windowMs);
     probing = false;
     await probes;
+    const lag = await loopLag(proxy.url);
     const results: FloodSessionResult[] = await Promise.all(sessions.map((s) => s.stop(60_000)));
     const cpu1 = cpuSecondsOf(proxy.pid);
     const cluster1 = cpuSecondsOf(cluster.pid);
@@ -149,6 +178,7 @@ export async function measureFlood(mode: FloodMode, proxy: ServerProcess, cluste
     await sleep(2_000);
     const afterRss = readRss(proxy.pid);
     return {
+      tree,
       mode: mode.key,
       name: mode.name,
       sessions: o.sessions,
@@ -164,6 +194,9 @@ export async function measureFlood(mode: FloodMode, proxy: ServerProcess, cluste
       afterRss,
       getMs: getMs.sort((a, b) => a - b),
       getFailures,
+      directGetMs: directGetMs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b),
+      loopLagP99Ms: lag.p99,
+      loopLagMaxMs: lag.max,
     };
   } finally {
     clearInterval(sampler);
@@ -171,22 +204,38 @@ export async function measureFlood(mode: FloodMode, proxy: ServerProcess, cluste
   }
 }
 
-/** A dev cluster process, then per mode a fresh proxy process and one flood. */
-export async function runFloodBenchmarks(options: { quick?: boolean; opts?: Partial<FloodOptions>; modes?: FloodMode[]; log?: (line: string) => void } = {}): Promise<FloodRow[]> {
+/** Start the proxy of `tree` in front of `upstream`. */
+function startTreeProxy(tree: FloodTree, upstream: string, o: FloodOptions): Promise<ServerProcess> {
+  const options = o.proxyEnv ? { env: o.proxyEnv } : {};
+  if (tree.base === undefined) return startProxyProcess(upstream, o.proxyArgs, options);
+  const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...o.proxyArgs];
+  return startNodeScript(join(tree.base, 'bin', 'kube-stream-proxy.js'), args, /^kube-stream-proxy listening on /, SERVER_START_TIMEOUT_MS, withHeapFloor('serve', options));
+}
+
+/**
+ * A dev cluster process, then per mode and tree a fresh proxy process and one flood (trees
+ * alternate within each mode, so a burst of load on the shared machine hits both alike).
+ */
+export async function runFloodBenchmarks(
+  options: { quick?: boolean; opts?: Partial<FloodOptions>; modes?: FloodMode[]; trees?: FloodTree[]; log?: (line: string) => void } = {},
+): Promise<FloodRow[]> {
   const o = { ...(options.quick ? FLOOD_QUICK : FLOOD_FULL), ...options.opts };
   const log = options.log ?? (() => undefined);
+  const trees = options.trees ?? [{ label: 'this tree' }];
   const cluster = await startDevClusterProcess();
   const rows: FloodRow[] = [];
   try {
     for (const mode of options.modes ?? FLOOD_MODES) {
-      const proxy = await startProxyProcess(cluster.url, o.proxyArgs, o.proxyEnv ? { env: o.proxyEnv } : {});
-      try {
-        log(`flood: ${mode.name}, ${o.sessions} sessions, ${o.windowMs / 1000} s …`);
-        const row = await measureFlood(mode, proxy, cluster, o);
-        log(`  ${floodSummary(row)}`);
-        rows.push(row);
-      } finally {
-        await proxy.close();
+      for (const tree of trees) {
+        const proxy = await startTreeProxy(tree, cluster.url, o);
+        try {
+          log(`flood (${tree.label}): ${mode.name}, ${o.sessions} sessions, ${o.windowMs / 1000} s …`);
+          const row = await measureFlood(mode, proxy, cluster, o, tree.label);
+          log(`  ${floodSummary(row)}`);
+          rows.push(row);
+        } finally {
+          await proxy.close();
+        }
       }
     }
   } finally {
@@ -208,11 +257,12 @@ export function floodSummary(r: FloodRow): string {
   return `${(r.frames / (r.windowMs / 1000) / 1000).toFixed(0)}k frames/s, ${(r.bytes / 1e6).toFixed(1)} MB, RSS +${mib(r.peakRss - r.baselineRss)} MiB, GET p99 ${quantile(r.getMs, 0.99).toFixed(0)} ms max ${quantile(r.getMs, 1).toFixed(0)} ms, echo ${r.echoOk ? 'ok' : 'WRONG: ' + r.failures.join('; ')}`;
 }
 
-const HEAD = ['flood', 'sessions', 's', 'k frames/s', 'stdin MB', 'proxy CPU-s', 'CPU-s/MB', 'µs CPU/frame', 'dev cluster CPU-s', 'RSS base MiB', 'peak MiB', 'growth MiB', 'after MiB', 'GETs', 'GET p50 ms', 'p99 ms', 'max ms', 'echo'];
+const HEAD = ['proxy', 'flood', 'sessions', 's', 'k frames/s', 'stdin MB', 'proxy CPU-s', 'CPU-s/MB', 'µs CPU/frame', 'dev cluster CPU-s', 'RSS base MiB', 'peak MiB', 'growth MiB', 'after MiB', 'GETs', 'GET p50 ms', 'p99 ms', 'max ms', 'direct GET p99 ms', 'max ms', 'loop lag p99 ms', 'max ms', 'echo'];
 
 /** Fixed-width text table (the targets are the tiny row's growth and GET columns). */
 export function floodTextTable(rows: FloodRow[]): string {
   const cells = (r: FloodRow): string[] => [
+    r.tree,
     r.mode,
     String(r.sessions),
     (r.windowMs / 1000).toFixed(0),
@@ -230,6 +280,10 @@ export function floodTextTable(rows: FloodRow[]): string {
     quantile(r.getMs, 0.5).toFixed(0),
     quantile(r.getMs, 0.99).toFixed(0),
     quantile(r.getMs, 1).toFixed(0),
+    quantile(r.directGetMs, 0.99).toFixed(0),
+    quantile(r.directGetMs, 1).toFixed(0),
+    r.loopLagP99Ms.toFixed(0),
+    r.loopLagMaxMs.toFixed(0),
     r.echoOk ? 'ok' : 'WRONG',
   ];
   const all = [HEAD, ...rows.map(cells)];

@@ -43,6 +43,8 @@
  *             per frame, RSS peak and growth, the latency of concurrent plain GETs, the echo checked byte for
  *             byte; --only tiny,bulk; print-only, not combinable with --write
  *     --seconds S            flood window in seconds
+ *     --base DIR             also flood the proxy of another build (a copy of its bin/ and dist/), alternating with
+ *                            this tree's: the same-run before/after
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
  *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless);
  *             the agent rows count the agent process too (its own column)
@@ -89,6 +91,7 @@ async function main(): Promise<void> {
       'tunnel-load': { type: 'boolean', default: false },
       flood: { type: 'boolean', default: false },
       seconds: { type: 'string' },
+      base: { type: 'string' },
       sessions: { type: 'string' },
       'idle-sessions': { type: 'string' },
       'idle-window': { type: 'string' },
@@ -129,6 +132,7 @@ async function main(): Promise<void> {
     const rows = await runFloodBenchmarks({
       quick: values.quick,
       modes,
+      ...(values.base ? { trees: [{ label: `base (${values.base})`, base: resolve(values.base) }, { label: 'this tree' }] } : {}),
       opts: {
         ...(values.sessions ? { sessions: positiveInt('--sessions', values.sessions) } : {}),
         ...(values.seconds ? { windowMs: positiveInt('--seconds', values.seconds) * 1000 } : {}),

@@ -23,6 +23,7 @@ import { FLUSH_DEADLINE_MS } from '../proxy/splice.js';
 import { PieceBatch } from '../src/piece-batch.js';
 import { TurnCork } from '../src/turn-cork.js';
 import { abandonAfterReceiveError } from './ws-abort.js';
+import { MAX_MESSAGES_PER_READ } from './websocket.js';
 
 /**
  * Pause the upstream once this many bytes wait in the WebSocket's send buffer. 1 MiB: a few dozen
@@ -139,9 +140,20 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
     writing--;
     if (upstreamFull && writing <= TUNNEL_LOW_WATER_WRITES && !upstream.writableNeedDrain) onUpstreamDrain();
   };
+  let yielding = false;
+  const endYield = (): void => {
+    yielding = false;
+    if (!upstreamFull && !downThrottle?.throttled && ended === undefined) ws.resume();
+  };
   const flushToUpstream = (): void => {
     flushQueued = false;
     if (batch.bytes === 0) return;
+    // A read of many messages yields the turn (see MAX_MESSAGES_PER_READ).
+    if (batch.count > MAX_MESSAGES_PER_READ && !yielding && ended === undefined) {
+      yielding = true;
+      ws.pause();
+      setImmediate(endYield);
+    }
     const parts = batch.take();
     // Also after the client's close 1000 (finish flushes what came before it, then ends the upstream).
     if (upstream.destroyed || upstream.writableEnded) return;
@@ -176,7 +188,7 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
   const onUpstreamDrain = (): void => {
     if (!upstreamFull || writing > TUNNEL_LOW_WATER_WRITES) return;
     upstreamFull = false;
-    if (!downThrottle?.throttled && ended === undefined) ws.resume();
+    if (!downThrottle?.throttled && !yielding && ended === undefined) ws.resume();
   };
 
   let resolveDone!: (end: TunnelEnd) => void;

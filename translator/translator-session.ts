@@ -99,6 +99,25 @@ export function runTranslatorSession(
       });
     }
   };
+  // One resize write at a time: while one is on its way, only the latest size is kept (a flood of
+  // resize messages costs one pending string, not one queued write each) and it follows when the
+  // write is done. The terminal ends at the size the client sent last, as it would have.
+  let resizeWriting = false;
+  let latestSize: string | undefined;
+  const writeResize = (json: string): void => {
+    if (resizeWriting) {
+      latestSize = json;
+      return;
+    }
+    resizeWriting = true;
+    resize!.write(json, onResizeWritten);
+  };
+  const onResizeWritten = (): void => {
+    resizeWriting = false;
+    const json = latestSize;
+    latestSize = undefined;
+    if (json !== undefined && resize?.writable) writeResize(json);
+  };
   const onMessage = (m: InboundMessage): void => {
     if (m.kind === 'data-parts') {
       if (!stdin || stdinClosed || !stdin.writable) return;
@@ -122,7 +141,7 @@ export function runTranslatorSession(
       // Never blocks: without tty (or a resize stream) the input is dropped.
       if (!resize || resizeDead || !resize.writable) return;
       try {
-        for (const size of (sizes ??= new TerminalSizeDecoder()).push(m.payload)) resize.write(JSON.stringify({ Width: size.width, Height: size.height }));
+        for (const size of (sizes ??= new TerminalSizeDecoder()).push(m.payload)) writeResize(JSON.stringify({ Width: size.width, Height: size.height }));
       } catch (err) {
         resizeDead = true;
         log.warn({ err }, 'dropping bad resize input');

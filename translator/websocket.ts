@@ -42,6 +42,13 @@ export const WS_WRITE_LOW_WATER_BYTES = 256 * 1024;
 export const WS_WRITE_HIGH_WATER_FRAMES = 1024;
 /** Output frames queued below which paused producers resume (with the bytes below their low mark). */
 export const WS_WRITE_LOW_WATER_FRAMES = 256;
+/**
+ * A socket read that carried more client messages than this is followed by a pause of the socket
+ * until the event loop's next turn. libuv reads a busy socket up to 32 times (2 MiB) per turn; of
+ * tiny frames that is ~300k messages, tens of milliseconds in which no other connection is served.
+ * kubectl's reads carry one or two messages each and never pause here.
+ */
+export const MAX_MESSAGES_PER_READ = 1024;
 
 /** One channel message whose payload is `parts` joined: the channel byte and every part, copied once. */
 function encodeJoined(channel: ChannelId, parts: readonly Buffer[]): Buffer {
@@ -133,6 +140,8 @@ export class ChannelWebSocket extends EventEmitter {
   /** The stdin data of the socket read being parsed (created with the first stdin message). */
   #stdin: PieceBatch | undefined;
   #flushQueued = false;
+  /** Client messages of the socket read being parsed (fast receiver only). */
+  #readMessages = 0;
 
   constructor(ws: WebSocket, options: ChannelWebSocketOptions = {}) {
     super();
@@ -150,12 +159,13 @@ export class ChannelWebSocket extends EventEmitter {
         message: (parts, length) => this.#onFastMessage(parts, length),
         small: (chunk, start, length) => this.#onSmallMessage(chunk, start, length),
       },
-      () => this.#flushStdin(),
+      () => this.#afterRead(),
     );
     ws.on('message', (data: RawData) => {
       // While the fast receiver parses, ws sees control frames only; a data message from ws then
       // can only come from bytes ws read past it (its close handler drains the socket itself).
       if (this.#fast !== undefined && !this.#fast.fast.fallenBack) return;
+      this.#readMessages++;
       this.#onMessage(data);
     });
     // ws emits 'close' once: a plain listener; the promise of whenClosed() only once someone asks.
@@ -321,8 +331,21 @@ export class ChannelWebSocket extends EventEmitter {
     return this.#fast !== undefined && !this.#fast.fast.fallenBack;
   }
 
+  /** The end of a socket read the fast receiver parsed: its stdin goes on; a read of many messages yields the turn. */
+  #afterRead(): void {
+    this.#flushStdin();
+    if (this.#readMessages > MAX_MESSAGES_PER_READ && !this.#finishing) {
+      this.pauseInbound('turn');
+      setImmediate(this.#endTurn);
+    }
+    this.#readMessages = 0;
+  }
+
+  readonly #endTurn = (): void => this.resumeInbound('turn');
+
   /** A message from the fast receiver: stdin joins the read's batch; anything else decodes as usual. */
   #onFastMessage(parts: Buffer[], length: number): void {
+    this.#readMessages++;
     if (this.#finishing) return;
     const first = parts[0];
     if (first === undefined) return; // an empty message: ignored
@@ -334,6 +357,7 @@ export class ChannelWebSocket extends EventEmitter {
 
   /** A whole tiny message from the fast receiver (`chunk[start, start + length)`, no Buffer made for it). */
   #onSmallMessage(chunk: Buffer, start: number, length: number): void {
+    this.#readMessages++;
     if (this.#finishing || length === 0) return;
     if (chunk[start] === Channel.Stdin) return (this.#stdin ??= new PieceBatch()).addCopy(chunk, start + 1, start + length);
     this.#onMessage(chunk.subarray(start, start + length));
