@@ -45,6 +45,10 @@
  *     --seconds S            flood window in seconds
  *     --base DIR             also flood the proxy of another build (a copy of its bin/ and dist/), alternating with
  *                            this tree's: the same-run before/after
+ *   --protocol-errors  run the protocol-error load (bench/protocol-errors.ts, issue 26: --sessions N running
+ *             translated exec sessions, default 200, each then sending one frame announcing 2^63 bytes and never
+ *             closing; the proxy's and the dev cluster's descriptors over time; with --quick 20 sessions); --base DIR
+ *             measures another build's proxy first; print-only
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
  *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless);
  *             the agent rows count the agent process too (its own column)
@@ -58,6 +62,7 @@ import { IDLE_PATHS, idleMarkdownTable, idleTextTable, runIdleBenchmarks, type I
 import { LATENCY_BARE, LATENCY_BATCHED, LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
 import { FLOOD_MODES, floodTextTable, runFloodBenchmarks } from './flood.js';
+import { protocolErrorTextTable, runProtocolErrorBenchmark } from './protocol-errors.js';
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
 import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
@@ -90,6 +95,7 @@ async function main(): Promise<void> {
       idle: { type: 'boolean', default: false },
       'tunnel-load': { type: 'boolean', default: false },
       flood: { type: 'boolean', default: false },
+      'protocol-errors': { type: 'boolean', default: false },
       seconds: { type: 'string' },
       base: { type: 'string' },
       sessions: { type: 'string' },
@@ -119,6 +125,20 @@ async function main(): Promise<void> {
     if (paths && paths.length === 0) throw new Error(`--paths with --idle: want passthrough and/or translation, got ${values.paths}`);
     const rows = await runIdleBenchmarks({ quick: values.quick, opts, ...(paths ? { paths } : {}), log: (l) => console.log(l) });
     console.log('\n' + idleTextTable(rows) + '\n\n' + idleMarkdownTable(rows));
+    return;
+  }
+  if (values['protocol-errors']) {
+    if (values.write) throw new Error('--protocol-errors cannot be combined with --write: its table is printed only');
+    const machine = machineInfo();
+    console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+    const rows = await runProtocolErrorBenchmark({
+      quick: values.quick,
+      ...(values.base ? { base: resolve(values.base) } : {}),
+      opts: values.sessions ? { sessions: positiveInt('--sessions', values.sessions) } : {},
+      log: (l) => console.log(l),
+    });
+    console.log(`\nload average at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+    console.log(protocolErrorTextTable(rows));
     return;
   }
   if (values.flood) {
