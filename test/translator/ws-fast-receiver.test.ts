@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { Channel } from '../../translator/channel-frame.js';
-import { ChannelWebSocket, type InboundMessage } from '../../translator/websocket.js';
+import { ChannelWebSocket, MAX_MESSAGES_PER_READ, type InboundMessage } from '../../translator/websocket.js';
 import { FastFrameReceiver, unmaskInPlace } from '../../translator/ws-fast-receiver.js';
 
 const cleanups: (() => void | Promise<void>)[] = [];
@@ -162,6 +162,8 @@ async function pair(): Promise<{
   inbound: InboundMessage[];
   wait(n: number): Promise<void>;
   waitStdin(bytes: number): Promise<void>;
+  /** The server's socket under ws. */
+  serverSocket: import('node:net').Socket;
 }> {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false, maxPayload: 32 * 1024 * 1024 });
   await once(wss, 'listening');
@@ -180,6 +182,7 @@ async function pair(): Promise<{
     for (const w of waiters.splice(0)) w();
   });
   return {
+    serverSocket: (ws as unknown as { _socket: import('node:net').Socket })._socket,
     server,
     client,
     inbound,
@@ -231,6 +234,25 @@ describe('ChannelWebSocket with the fast receive path', () => {
     expect(stdinBytes(p.inbound).equals(data)).toBe(true);
     expect(p.inbound.length).toBeLessThanOrEqual(10);
     for (const m of p.inbound) if (m.kind === 'data-parts') expect(m.parts.length).toBeLessThanOrEqual(4);
+  });
+
+  it('a read of more than MAX_MESSAGES_PER_READ messages pauses the socket until the next turn; a read of kubectl-sized messages does not', async () => {
+    const p = await pair();
+    let pauses = 0;
+    p.serverSocket.on('pause', () => pauses++);
+    const raw = (p.client as unknown as { _socket: import('node:net').Socket })._socket;
+    const big = randomBytes(5 * 32768);
+    for (let at = 0; at < big.length; at += 32768) p.client.send(Buffer.concat([Buffer.from([Channel.Stdin]), big.subarray(at, at + 32768)]), { binary: true });
+    await p.waitStdin(big.length);
+    expect(pauses).toBe(0);
+    const data = randomBytes(3 * MAX_MESSAGES_PER_READ);
+    raw.write(Buffer.concat(Array.from(data, (x) => frame(2, Buffer.from([Channel.Stdin, x])))));
+    await p.waitStdin(big.length + data.length);
+    expect(pauses).toBeGreaterThanOrEqual(1);
+    // … and resumed at the next turn.
+    await new Promise((r) => setImmediate(r));
+    expect(p.serverSocket.isPaused()).toBe(false);
+    expect(stdinBytes(p.inbound).subarray(big.length).equals(data)).toBe(true);
   });
 
   it('leaves pings to ws (answered with a pong), decodes CLOSE and resize messages, and a text message falls back to ws with nothing lost', async () => {
