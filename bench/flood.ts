@@ -9,8 +9,10 @@
  *
  * Measured on the proxy process (its own `node` process, bench/servers.ts): CPU (utime+stime from
  * /proc/PID/stat) per MB of stdin payload and per frame, VmRSS sampled every 100 ms (baseline before
- * the sessions open, peak, growth = peak − baseline, and after the sessions end), and the latency of
- * the concurrent GETs (`GET /api/v1/namespaces/default/pods/demo`, a fresh connection each). The echo
+ * the sessions open, peak, growth = peak − baseline, and after the sessions end), the latency of
+ * the concurrent GETs (`GET /api/v1/namespaces/default/pods/demo`, a fresh connection each),
+ * alternating with the same GET straight to the dev cluster (what the loaded machine costs a GET by
+ * itself), and the proxy's event-loop lag over the window (its `nodejs_eventloop_lag_*`). The echo
  * must come back byte-exact (bench/flood-client.ts checks the pattern). Targets (issue 26): RSS
  * growth ≤ 64 MiB and GET ≤ 250 ms during the tiny flood of 4 sessions for 30 s.
  */
