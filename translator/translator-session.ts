@@ -167,11 +167,12 @@ export function runTranslatorSession(
   // per channel run instead of one message (and one write syscall) per chunk. Large chunks go out
   // as the views they are; small ones (an upstream that sends tiny DATA frames) are copied together
   // (src/piece-batch.ts), so a message's pieces, and the write requests behind them, follow its bytes.
-  const pending = new PieceBatch();
+  // Created with the first output (an idle session holds none).
+  let pending: PieceBatch | undefined;
   let pendingChannel: typeof Channel.Stdout | typeof Channel.Stderr = Channel.Stdout;
   let flushScheduled = false;
   const flushOutput = (): void => {
-    if (pending.bytes === 0) return;
+    if (pending === undefined || pending.bytes === 0) return;
     const parts = pending.take();
     if (!ws.send(pendingChannel, parts.length === 1 ? parts[0]! : parts)) outbound.hold('websocket');
   };
@@ -217,13 +218,13 @@ export function runTranslatorSession(
         if (chunk.length === 0) return;
         if (pendingChannel !== channel) flushOutput();
         pendingChannel = channel;
-        pending.add(chunk);
+        (pending ??= new PieceBatch()).add(chunk);
         if (!flushScheduled) {
           // The turn's first chunk: send it now, and batch what follows until the turn ends.
           flushScheduled = true;
           setImmediate(flushLater);
           flushOutput();
-        } else if (pending.bytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
+        } else if (pending!.bytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
       });
       stream.on('error', ignore);
       if (stream.readableEnded || stream.destroyed) {

@@ -11,6 +11,7 @@ import { WebSocket, type RawData } from 'ws';
 import { encodeStatus, type V1Status } from '../src/status.js';
 import { Channel, ChannelFrameError, decodeChannelMessage, encodeChannelMessage, type ChannelId, type ChannelMessage } from './channel-frame.js';
 import { PieceBatch } from '../src/piece-batch.js';
+import { channelFrameHead, encodeJoined } from './ws-frame-head.js';
 import { PauseGate } from './pause-gate.js';
 import { abandonAfterReceiveError } from './ws-abort.js';
 import { installFastReceiver, rawSocketOf, type InstalledFastReceiver, type WsInternals } from './ws-internals.js';
@@ -50,41 +51,6 @@ export const WS_WRITE_LOW_WATER_FRAMES = 256;
  */
 export const MAX_MESSAGES_PER_READ = 1024;
 
-/** One channel message whose payload is `parts` joined: the channel byte and every part, copied once. */
-function encodeJoined(channel: ChannelId, parts: readonly Buffer[]): Buffer {
-  let size = 1;
-  for (const p of parts) size += p.length;
-  const out = Buffer.allocUnsafe(size);
-  out[0] = channel;
-  let at = 1;
-  for (const p of parts) at += p.copy(out, at);
-  return out;
-}
-
-/**
- * The head of one unmasked, final, binary WebSocket frame (RFC 6455 §5.2) carrying `payloadLength`
- * bytes after the channel byte, with the channel byte appended: 3, 5 or 11 bytes.
- */
-export function channelFrameHead(channel: ChannelId, payloadLength: number): Buffer {
-  const length = payloadLength + 1;
-  // The same length encoding as ws's Sender.frame: 7 bits up to 125, 16 bits below 65,536, else 64.
-  const extended = length >= 65536 ? 8 : length > 125 ? 2 : 0;
-  const head = Buffer.allocUnsafe(3 + extended);
-  head[0] = 0x82; // FIN, opcode 2 (binary)
-  if (extended === 0) {
-    head[1] = length;
-  } else if (extended === 2) {
-    head[1] = 126;
-    head.writeUInt16BE(length, 2);
-  } else {
-    head[1] = 127;
-    head.writeUInt32BE(Math.floor(length / 0x100000000), 2);
-    head.writeUInt32BE(length >>> 0, 6);
-  }
-  head[2 + extended] = channel;
-  return head;
-}
-
 /**
  * Stdin data: every stdin message of one socket read (in order), as few pieces (large messages as
  * the views they arrived in, small ones copied together, src/piece-batch.ts): `parts` joined is the
@@ -99,6 +65,11 @@ export interface StdinParts {
 
 /** What {@link ChannelWebSocket} emits as `'message'`. */
 export type InboundMessage = ChannelMessage | StdinParts;
+
+/** The end of a turn a busy socket yielded (see MAX_MESSAGES_PER_READ); a plain function, no closure per session. */
+function endTurn(ws: ChannelWebSocket): void {
+  ws.resumeInbound('turn');
+}
 
 /** Options of {@link ChannelWebSocket}. */
 export interface ChannelWebSocketOptions {
@@ -336,12 +307,11 @@ export class ChannelWebSocket extends EventEmitter {
     this.#flushStdin();
     if (this.#readMessages > MAX_MESSAGES_PER_READ && !this.#finishing) {
       this.pauseInbound('turn');
-      setImmediate(this.#endTurn);
+      setImmediate(endTurn, this);
     }
     this.#readMessages = 0;
   }
 
-  readonly #endTurn = (): void => this.resumeInbound('turn');
 
   /** A message from the fast receiver: stdin joins the read's batch; anything else decodes as usual. */
   #onFastMessage(parts: Buffer[], length: number): void {
@@ -379,10 +349,8 @@ export class ChannelWebSocket extends EventEmitter {
     this.emit('message', message);
   }
 
-  readonly #flushTask = (): void => {
-    this.#flushQueued = false;
-    this.#flushStdin();
-  };
+  /** Created with the first use (an idle session holds no closure for it). */
+  #flushTask: (() => void) | undefined;
 
   #onMessage(data: RawData): void {
     if (this.#finishing) return;
@@ -403,7 +371,12 @@ export class ChannelWebSocket extends EventEmitter {
       // messages are in.
       if (this.#fast?.fast.parsing !== true && !this.#flushQueued) {
         this.#flushQueued = true;
-        queueMicrotask(this.#flushTask);
+        queueMicrotask(
+          (this.#flushTask ??= (): void => {
+            this.#flushQueued = false;
+            this.#flushStdin();
+          }),
+        );
       }
       return;
     }
