@@ -144,6 +144,16 @@ export const CPU_RELAYS: CpuRelay[] = [
     start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], { ...ctx.node, env: { ...ctx.node.env, [HEAP_FLOOR_ENV]: '0' } }),
   },
   {
+    // The proxy started as a user starts it (issue 27): no flag from the bench, the CLI gives itself
+    // the floor (on Node 20 by its one child process; the row's CPU is the pair's). Not a Node relay
+    // for --cpu-prof and --callgrind: those would wrap or profile the first process, not the child.
+    key: 'translation-cli-floor',
+    name: 'proxy translation / port-forward tunnel, heap floor from the CLI (no flag given)',
+    env: WEBSOCKET_ALL,
+    node: false,
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], { cliHeapFloor: true }),
+  },
+  {
     key: 'agent',
     name: 'via agent tunnel: translation / port-forward tunnel (WS)',
     env: WEBSOCKET_ALL,

@@ -29,6 +29,12 @@ export interface ServerOptions {
   wrapper?: string[];
   /** Extra environment for the process. */
   env?: Record<string, string>;
+  /**
+   * Start a relaying command as a user does: no heap flag from the bench, the CLI gives itself the
+   * floor (execve, or its one child process on Node 20; src/heap-floor.ts). The process id is then
+   * the first process's; its tree's CPU (bench/proc-cpu.ts) includes the child's.
+   */
+  cliHeapFloor?: boolean;
 }
 
 /**
@@ -59,11 +65,12 @@ export function startCli(args: string[], ready: RegExp, timeoutMs = SERVER_START
  * The relaying commands with the heap floor on node's command line (src/heap-floor.ts), as the npm
  * scripts give it, so the bench measures the same process on every Node: on Node ≥ 22.15 the CLI
  * would re-execute itself with it anyway (and under a valgrind wrapper the re-executed process would
- * leave valgrind). `KSP_HEAP_FLOOR_MB=0` in `options.env` (the "no heap floor" rows) or a heap flag of
- * the caller's own in `nodeArgs` leaves the command line alone.
+ * leave valgrind). `KSP_HEAP_FLOOR_MB=0` in `options.env` (the "no heap floor" rows), a heap flag of
+ * the caller's own in `nodeArgs` or `cliHeapFloor` (the "heap floor from the CLI" row) leaves the
+ * command line alone.
  */
 export function withHeapFloor(command: string | undefined, options: ServerOptions): ServerOptions {
-  if (command === undefined || !HEAP_FLOOR_COMMANDS.has(command)) return options;
+  if (command === undefined || !HEAP_FLOOR_COMMANDS.has(command) || options.cliHeapFloor) return options;
   const floorMb = heapFloorMb({ ...process.env, ...options.env });
   if (floorMb === 0 || sizesHeap(options.nodeArgs ?? [])) return options;
   return { ...options, nodeArgs: [...(options.nodeArgs ?? []), `${HEAP_FLOOR_FLAG}=${floorMb}`] };

@@ -5,6 +5,8 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_SHUTDOWN_GRACE_PERIOD } from '../src/config.js';
 import { ConfigError } from '../src/errors.js';
+import { heapFloorLogFields } from '../src/heap-floor.js';
+import { loggerOptions, parseLogging } from '../src/log-format.js';
 import { installShutdown } from '../src/process-shutdown.js';
 import { DEMO_MAX_CLUSTERS, parseDemoClusters, runDemo, type DemoOptions } from './demo.js';
 
@@ -39,6 +41,9 @@ Flags:
   --kubeconfig PATH               Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig);
                                   with --clusters the agent tokens go to agents/ next to it.
   --shutdown-grace-period DURATION  As for serve (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}).
+  --logging-format text|json      Log lines for people (the default on a terminal) or JSON lines (elsewhere);
+                                  --log-format is the same flag.
+  --log-level LEVEL               trace, debug, info (default), warn, error, fatal or silent.
   -h, --help                      Show this help.
 `;
 
@@ -57,6 +62,9 @@ export async function demoCommand(argv: string[]): Promise<number | void> {
         clusters: { type: 'string' },
         'agent-listen': { type: 'string' },
         oidc: { type: 'boolean', default: false },
+        'logging-format': { type: 'string' },
+        'log-format': { type: 'string' },
+        'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -74,6 +82,7 @@ export async function demoCommand(argv: string[]): Promise<number | void> {
       ...(values.clusters !== undefined ? { clusters: parseDemoClusters(values.clusters) } : {}),
       ...(values['agent-listen'] !== undefined ? { agentListen: values['agent-listen'] } : {}),
       ...(values.oidc ? { oidc: true } : {}),
+      logger: loggerOptions(parseLogging({ format: values['logging-format'] ?? values['log-format'], level: values['log-level'] })),
     };
   } catch (e) {
     process.stderr.write(`kube-stream-proxy demo: ${(e as Error).message}\n\n${DEMO_USAGE}`);
@@ -87,6 +96,7 @@ export async function demoCommand(argv: string[]): Promise<number | void> {
     process.stderr.write(`kube-stream-proxy demo: ${e.message}\n`);
     return 2;
   }
+  demo.proxy.app.log.info(heapFloorLogFields(), 'heap floor');
   // Before the banner: whoever reads it may send SIGTERM at once (tests do).
   installShutdown(() => demo.shutdown());
   process.stdout.write(demo.banner);

@@ -27,7 +27,7 @@ import { writeKubeconfig } from './kubeconfig.js';
 import type { DemoOidc } from './demo-oidc.js';
 import { parseHostPort } from '../src/listen-address.js';
 import { upstreamFromFiles } from '../src/routing/upstream.js';
-import { startServer, type RunningServer } from '../src/server.js';
+import { startServer, type RunningServer, type ServerOptions } from '../src/server.js';
 import { TunnelAgent } from '../src/tunnel/agent.js';
 
 /** How long the demo's shutdown waits for its agents once the proxy has closed their tunnels. */
@@ -58,6 +58,8 @@ export interface DemoOptions {
   agentListen?: string;
   /** Single sign-on: an OpenID Provider, the proxy in impersonate mode, a `kube-stream-proxy login` kubeconfig. */
   oidc?: boolean;
+  /** The proxy's logger (Fastify's `logger` option); JSON lines at info on stdout by default. */
+  logger?: ServerOptions['logger'];
 }
 
 /** One cluster of a multi-cluster demo. */
@@ -151,7 +153,7 @@ async function runSingleClusterDemo(o: DemoOptions, oidc?: DemoOidc): Promise<Ru
       ...oidc?.serveFlags,
     });
     graceMs = config.shutdownGracePeriodMs;
-    server = await startServer(config, { logger: { level: 'info' } });
+    server = await startServer(config, { logger: o.logger ?? { level: 'info' } });
   } catch (e) {
     await metrics.metrics.close();
     await cluster.close();
@@ -222,7 +224,7 @@ async function runMultiClusterDemo(o: DemoOptions, n: number, oidc?: DemoOidc): 
       ...(oidc ? { ...oidc.serveFlags, upstreamTokenFile: undefined } : {}),
     });
     graceMs = config.shutdownGracePeriodMs;
-    proxy = await startServer(config, { logger: { level: 'info' } });
+    proxy = await startServer(config, { logger: o.logger ?? { level: 'info' } });
     const registry = proxy.agents!;
     const log = proxy.app.log;
     for (const [i, c] of names.entries()) {

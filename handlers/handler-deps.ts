@@ -29,6 +29,8 @@ export interface HandlerDeps {
   maxConnectionBytesPerSec: number;
   /** `--upgrade-response-timeout` in ms: dial + upstream response head deadline. */
   upgradeResponseTimeoutMs: number;
+  /** `--request-timeout` in ms for plain requests that are not long-running; 0 = none. */
+  requestTimeoutMs?: number;
 }
 
 /** The client-side facts the forwarded headers need. */

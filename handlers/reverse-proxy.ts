@@ -6,7 +6,7 @@
  * No redirects are followed: a 3xx is relayed like any other answer, except on routes that refuse
  * them (aggregated APIs: 502, as kube-aggregator answers).
  */
-import type { IncomingMessage } from 'node:http';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -20,6 +20,7 @@ import {
 import { framingHeaders, requestFraming, type RequestFraming } from '../proxy/request-framing.js';
 import { UpstreamUnreachableError, statusForError } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
+import { isLongRunningRequest } from '../src/routing/long-running.js';
 import { routeOf, type Route } from '../src/routing/route.js';
 import type { AuthHeaders } from '../src/routing/upstream.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
@@ -67,6 +68,61 @@ function upstreamHeaders(req: IncomingMessage, deps: HandlerDeps, route: Route, 
 /** Client lines the proxy always replaces with its own: the upstream's `Host` and the body's framing. */
 const CLIENT_LINES_REPLACED: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding']);
 
+/** kube-apiserver's answer when `--request-timeout` runs out (its timeout filter's Status). */
+export const REQUEST_TIMEOUT_MESSAGE = 'Timeout: request did not complete within requested timeout - context deadline exceeded';
+
+/**
+ * `--request-timeout` for one plain request that is not long-running: when it runs out, the
+ * upstream request is abandoned and the caller gets kube-apiserver's 504 `Timeout` Status, or, when
+ * the answer had already started, its connection is closed.
+ */
+function startRequestTimeout(
+  req: IncomingMessage,
+  reply: FastifyReply,
+  ms: number,
+  upstream: () => ClientRequest,
+): { cancel(): void; readonly fired: boolean } | undefined {
+  if (ms <= 0 || isLongRunningRequest(req.url ?? '/')) return undefined;
+  let fired = false;
+  const timer = setTimeout(() => {
+    fired = true;
+    upstream().destroy();
+    if (reply.raw.headersSent) reply.raw.destroy();
+    else sendStatus(reply, errorStatus(504, REQUEST_TIMEOUT_MESSAGE, 'Timeout'));
+  }, ms);
+  reply.raw.once('close', () => clearTimeout(timer));
+  return {
+    cancel: () => clearTimeout(timer),
+    get fired() {
+      return fired;
+    },
+  };
+}
+
+/** The upstream's response to `upstreamReq`, or its error. */
+function responseOf(upstreamReq: ClientRequest): Promise<IncomingMessage> {
+  return new Promise<IncomingMessage>((resolve, reject) => {
+    upstreamReq.once('response', resolve);
+    upstreamReq.once('error', reject);
+  });
+}
+
+/** Methods whose requests may be sent twice (RFC 9110 §9.2.2's safe methods Go's Transport replays). */
+const REPLAYABLE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Whether a failed upstream request may be sent again, as Go's http.Transport decides it
+ * (`shouldRetryRequest`): it went out on a REUSED pooled connection, that connection failed before
+ * any byte of an answer (reset, hang-up, broken pipe: the upstream had closed it as idle), the method
+ * is GET, HEAD or OPTIONS and the request had no body. Never a request whose body was sent, never an
+ * upgrade (those dial a connection of their own).
+ */
+export function isRetryable(method: string, framing: RequestFraming, upstreamReq: Pick<ClientRequest, 'reusedSocket'>, error: unknown): boolean {
+  if (!upstreamReq.reusedSocket || framing.kind !== 'none' || !REPLAYABLE_METHODS.has(method)) return false;
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ECONNRESET' || code === 'EPIPE' || code === 'ECONNABORTED';
+}
+
 /** Send a plain request along its route and stream the answer back (also used by routes that serve some paths themselves). */
 export async function proxyPlain(request: FastifyRequest, reply: FastifyReply, deps: HandlerDeps): Promise<FastifyReply> {
   const req = request.raw;
@@ -79,15 +135,17 @@ export async function proxyPlain(request: FastifyRequest, reply: FastifyReply, d
   // The backend and the identity to present there (the caller's own credentials in passthrough).
   const route = routeOf(req, deps.upstream);
   const auth = await route.callerAuthHeaders();
-  const upstreamReq = route.request({
+  const options = {
     method: req.method ?? 'GET',
     path: route.target(req.url ?? '/'),
     headers: rawFromPairs(upstreamHeaders(req, deps, route, auth, framing)),
-  });
-  const responded = new Promise<IncomingMessage>((resolve, reject) => {
-    upstreamReq.once('response', resolve);
-    upstreamReq.once('error', reject);
-  });
+  };
+  let upstreamReq = route.request(options);
+  const clientGone = (): void => {
+    if (!reply.raw.writableFinished) upstreamReq.destroy();
+  };
+  reply.raw.once('close', clientGone);
+  const timeout = startRequestTimeout(req, reply, deps.requestTimeoutMs ?? 0, () => upstreamReq);
   // Stream the body up as it arrives. Not pipeline(): an upstream failure must not destroy the
   // client's request, whose connection still has to carry our 503. A request without a body writes
   // nothing after its head.
@@ -95,15 +153,23 @@ export async function proxyPlain(request: FastifyRequest, reply: FastifyReply, d
     req.resume();
     upstreamReq.end();
   } else req.pipe(upstreamReq);
-  const clientGone = (): void => {
-    if (!reply.raw.writableFinished) upstreamReq.destroy();
-  };
-  reply.raw.once('close', clientGone);
   let upstreamRes: IncomingMessage;
   try {
-    upstreamRes = await responded;
+    try {
+      upstreamRes = await responseOf(upstreamReq);
+    } catch (e) {
+      // A pooled keep-alive connection the upstream closed under the request, before any answer:
+      // retried once on a new connection when nothing of the caller's is lost (Go's http.Transport).
+      if (!isRetryable(req.method ?? 'GET', framing, upstreamReq, e) || reply.raw.destroyed) throw e;
+      request.log.debug({ route: route.name, err: e }, 'pooled upstream connection closed; retrying on a new one');
+      upstreamReq = route.request(options);
+      upstreamReq.end();
+      upstreamRes = await responseOf(upstreamReq);
+    }
   } catch (e) {
     req.unpipe(upstreamReq);
+    if (timeout?.fired) return reply;
+    timeout?.cancel();
     deps.metrics.incUpstreamDialError('reverse_proxy', 'unreachable');
     route.observe?.(503);
     if (reply.raw.destroyed) return reply.hijack();
@@ -127,6 +193,7 @@ export async function proxyPlain(request: FastifyRequest, reply: FastifyReply, d
   res.flushHeaders();
   try {
     await pipeline(upstreamRes, res);
+    timeout?.cancel();
   } catch (e) {
     request.log.info({ err: e }, 'proxied response ended early');
     res.destroy();

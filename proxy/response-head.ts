@@ -2,9 +2,11 @@
  * An incremental, socket-free parser for an HTTP/1.x response head (status line + headers), used to
  * read the upstream's answer to an upgrade request. It keeps every byte it is given: after the head
  * is complete, the caller gets the head's exact bytes and the surplus that arrived with it (for a 101,
- * the first frames of the upgraded protocol), so nothing is lost or re-serialised.
+ * the first frames of the upgraded protocol), so nothing is lost or re-serialised. `readResponseHead`
+ * feeds it from a socket.
  */
-import { MalformedResponseHeadError, ResponseHeadTooLargeError } from '../src/errors.js';
+import type { Duplex } from 'node:stream';
+import { MalformedResponseHeadError, ResponseHeadTooLargeError, UpstreamClosedError } from '../src/errors.js';
 
 /**
  * Cap on the response head. Go's `http.DefaultMaxHeaderBytes` is 1 MiB, but an upgrade answer is a
@@ -141,3 +143,52 @@ function parseLines(lines: readonly string[]): ResponseHead {
     headers: new HeaderList(pairs),
   };
 }
+
+/**
+ * Read from `socket` until the response head is complete; the socket is left paused. Shared by the
+ * upgrade exchange (`upstream-exchange.ts`), the port-forward tunnel and the agent.
+ */
+export function readResponseHead(socket: Duplex, signal: AbortSignal, maxBytes = MAX_RESPONSE_HEAD_BYTES): Promise<CompleteResponseHead> {
+  return new Promise<CompleteResponseHead>((resolve, reject) => {
+    const parser = new ResponseHeadParser(maxBytes);
+    const cleanup = (): void => {
+      socket.pause();
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+      socket.off('close', onEnd);
+      socket.off('error', onError);
+      signal.removeEventListener('abort', onAbort);
+    };
+    const onData = (chunk: Buffer): void => {
+      try {
+        const done = parser.push(chunk);
+        if (done) {
+          cleanup();
+          resolve(done);
+        }
+      } catch (e) {
+        cleanup();
+        reject(e);
+      }
+    };
+    const onEnd = (): void => {
+      cleanup();
+      reject(new UpstreamClosedError(parser.bytesRead));
+    };
+    const onError = (err: Error): void => {
+      cleanup();
+      reject(new UpstreamClosedError(parser.bytesRead, err));
+    };
+    const onAbort = (): void => {
+      cleanup();
+      reject(signal.reason);
+    };
+    socket.on('data', onData);
+    socket.on('end', onEnd);
+    socket.on('close', onEnd);
+    socket.on('error', onError);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+

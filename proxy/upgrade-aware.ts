@@ -12,7 +12,6 @@ import {
   InvalidUpgradeResponseError,
   ProxyError,
   UpgradeMismatchError,
-  UpstreamClosedError,
   statusForError,
 } from '../src/errors.js';
 import type { AuthHeaders } from '../src/routing/upstream.js';
@@ -26,16 +25,11 @@ import {
   type ClientInfo,
   type HeaderPair,
 } from './forwarded-headers.js';
-import { ResponseHeadParser, MAX_RESPONSE_HEAD_BYTES, type CompleteResponseHead } from './response-head.js';
+import type { CompleteResponseHead } from './response-head.js';
+import { relayErrorResponse } from './relay-error-response.js';
 import { spliceSockets, type Splice } from './splice.js';
 import { closeAfterAnswer } from './close-after-answer.js';
 import { exchangeUpgradeHead } from './upstream-exchange.js';
-
-/**
- * How long an upstream error response (≥ 400) may take to reach the client; apiserver sets the same
- * 10 s read/write deadlines before echoing it.
- */
-export const ERROR_RESPONSE_DEADLINE_MS = 10_000;
 
 /** The few settings the one caller needs (not Go's pile of booleans). */
 export interface UpgradeAwareProxyOptions {
@@ -146,90 +140,4 @@ export class UpgradeAwareProxy {
     closeAfterAnswer(socket, error.toStatus());
     return { kind: 'error', statusCode: 500, error };
   }
-}
-
-/**
- * Read from `socket` until the response head is complete; the socket is left paused. Shared with the
- * port-forward tunnel (`translator/stream-tunnel.ts`).
- */
-export function readResponseHead(socket: Duplex, signal: AbortSignal, maxBytes = MAX_RESPONSE_HEAD_BYTES): Promise<CompleteResponseHead> {
-  return new Promise<CompleteResponseHead>((resolve, reject) => {
-    const parser = new ResponseHeadParser(maxBytes);
-    const cleanup = (): void => {
-      socket.pause();
-      socket.off('data', onData);
-      socket.off('end', onEnd);
-      socket.off('close', onEnd);
-      socket.off('error', onError);
-      signal.removeEventListener('abort', onAbort);
-    };
-    const onData = (chunk: Buffer): void => {
-      try {
-        const done = parser.push(chunk);
-        if (done) {
-          cleanup();
-          resolve(done);
-        }
-      } catch (e) {
-        cleanup();
-        reject(e);
-      }
-    };
-    const onEnd = (): void => {
-      cleanup();
-      reject(new UpstreamClosedError(parser.bytesRead));
-    };
-    const onError = (err: Error): void => {
-      cleanup();
-      reject(new UpstreamClosedError(parser.bytesRead, err));
-    };
-    const onAbort = (): void => {
-      cleanup();
-      reject(signal.reason);
-    };
-    socket.on('data', onData);
-    socket.on('end', onEnd);
-    socket.on('close', onEnd);
-    socket.on('error', onError);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/**
- * Replay an upstream ≥ 400 answer byte for byte: the bytes already read, then the rest of the body
- * (exactly Content-Length bytes when given, else until the upstream closes), within the deadline.
- * Shared with the port-forward tunnel.
- */
-export function relayErrorResponse(client: Duplex, upstream: Duplex, raw: Buffer, response: CompleteResponseHead, isHead: boolean): void {
-  const length = response.head.headers.get('content-length');
-  const chunked = response.head.headers.tokens('transfer-encoding').includes('chunked');
-  let remaining = isHead ? 0 : length !== undefined && !chunked && /^\d+$/.test(length) ? Number(length) - response.rest.length : Infinity;
-  const deadline = setTimeout(() => finish(), ERROR_RESPONSE_DEADLINE_MS);
-  deadline.unref();
-  let finished = false;
-  const finish = (): void => {
-    if (finished) return;
-    finished = true;
-    clearTimeout(deadline);
-    upstream.off('data', onData);
-    upstream.destroy();
-    closeAfterAnswer(client);
-  };
-  const onData = (chunk: Buffer): void => {
-    const part = chunk.length > remaining ? chunk.subarray(0, remaining) : chunk;
-    remaining -= part.length;
-    if (!client.write(part)) {
-      upstream.pause();
-      client.once('drain', () => upstream.resume());
-    }
-    if (remaining <= 0) finish();
-  };
-  client.write(raw);
-  if (remaining <= 0) return finish();
-  upstream.on('data', onData);
-  upstream.once('end', finish);
-  upstream.once('close', finish);
-  upstream.on('error', finish);
-  upstream.resume();
 }

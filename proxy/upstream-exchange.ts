@@ -10,7 +10,7 @@ import { UpstreamTimeoutError } from '../src/errors.js';
 import type { Route } from '../src/routing/route.js';
 import type { AuthHeaders } from '../src/routing/upstream.js';
 import type { CompleteResponseHead } from './response-head.js';
-import { readResponseHead } from './upgrade-aware.js';
+import { readResponseHead } from './response-head.js';
 
 /** What {@link exchangeUpgradeHead} needs. */
 export interface UpgradeExchange {

@@ -9,7 +9,8 @@
 #   haproxy     haproxy              the bench's HAProxy relay rows
 #   socat       socat                the bench's socat relay rows
 #   openssl     openssl              the dev PKI (dev/dev-pki.ts): test certificates and the demo's aggregated backend
-#   chromium    chromium             real headless Chromium: the OIDC sign-in page and a browser's WebSocket exec (test/e2e/jwt-browser.test.ts)
+#   chromium    chromium             real headless Chromium: the recorder's /sessions/ page (test/src/recording/recorder-page.test.ts), the OIDC sign-in page and a browser's WebSocket exec (test/e2e/jwt-browser.test.ts)
+#   asciinema   asciinema            asciinema 2.2 reads the recordings (test/src/recording/asciinema-cli.test.ts)
 #
 # All present: exits 0 at once (a handful of `command -v`, no process started). Missing ones are
 # installed when this runs as root with apt-get (one `apt-get update`, then `apt-get install`, both
@@ -38,6 +39,7 @@ check_all() {
   need socat socat
   need openssl openssl
   need chromium chromium
+  need asciinema asciinema
 }
 
 check_all

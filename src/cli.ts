@@ -8,6 +8,8 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE_PERIOD, DEFAULT_UPGRADE_RESPONSE_TIMEOUT, resolveConfig } from './config.js';
 import { ConfigError } from './errors.js';
+import { heapFloorLogFields } from './heap-floor.js';
+import { loggerOptions, parseLogging, type Logging } from './log-format.js';
 import { installShutdown } from './process-shutdown.js';
 import { startServer } from './server.js';
 
@@ -24,6 +26,8 @@ Commands:
   dev-metrics   Run a metrics.k8s.io extension API server over a (dev) cluster's kubelet resource metrics.
   agent         Run next to a cluster and carry the proxy's /clusters/NAME requests to it (docs/agent.md).
   login         kubectl exec credential plugin: log in to an OpenID Provider, print an ExecCredential.
+  recorder      Store the session recordings proxy replicas stream to it; serve /sessions/ (docs/recording.md).
+  sessions      List, play, export and verify recorded sessions (docs/recording.md).
 
 Run 'kube-stream-proxy <command> --help' for a command's flags.
 `;
@@ -118,13 +122,32 @@ Clusters behind agents (docs/agent.md):
                                       one verified by this CA authenticates its agent for the cluster named
                                       by its CN (no token needed; tokens still accepted). TLS listener only.
 
+Session recording (docs/recording.md):
+  --session-recording-config PATH     SessionRecordingConfiguration (kube-stream-proxy.io/v1alpha1): which
+                                      exec/attach/portforward sessions are recorded, output or full, enforced
+                                      or not; re-read when the file changes. Without it nothing is recorded.
+  --session-recording-dir DIR         Write recordings to DIR (<id>.cast + <id>.json; 0700/0600), or:
+  --session-recorder-url URL          stream them to a recorder (kube-stream-proxy recorder).
+  --session-recorder-token-file PATH  Bearer token for the recorder (this replica's line of its --ingest-token-file).
+  --session-recorder-ca-file PATH     CA bundle verifying the recorder.
+  --session-recorder-client-cert-file PATH  Client certificate for the recorder (with the key).
+  --session-recorder-client-key-file PATH   Its key.
+  --session-recording-max-bytes N     Output bytes recorded per session (default 64 MiB; 0 = no limit); past it a
+                                      marker, and the session goes on unrecorded.
+
 Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
   --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
   --upgrade-response-timeout DURATION Wait for the upstream's upgrade answer (default ${DEFAULT_UPGRADE_RESPONSE_TIMEOUT}).
+  --request-timeout DURATION          Cut a request that is not long-running (watch, exec, attach, portforward,
+                                      proxy, log) after this long with a 504 Timeout Status, as kube-apiserver's
+                                      --request-timeout (default 0: none; the upstream's own applies).
   --shutdown-grace-period DURATION    On SIGTERM/SIGINT: stop accepting, fail /readyz, let streaming sessions
                                       run this long, then end them with a "proxy shutting down" Status
                                       (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}). A second signal exits at once.
+  --logging-format text|json          Log lines for people (text, the default on a terminal) or JSON lines (the
+                                      default elsewhere, e.g. in a pod); --log-format is the same flag.
+  --log-level LEVEL                   trace, debug, info (default), warn, error, fatal or silent.
   -h, --help                          Show this help.
 `;
 
@@ -163,6 +186,10 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'max-connection-bytes-per-sec': { type: 'string' },
         'feature-gates': { type: 'string' },
         'upgrade-response-timeout': { type: 'string' },
+        'request-timeout': { type: 'string' },
+        'logging-format': { type: 'string' },
+        'log-format': { type: 'string' },
+        'log-level': { type: 'string' },
         'shutdown-grace-period': { type: 'string' },
         'apiservice-config': { type: 'string' },
         'proxy-client-cert-file': { type: 'string' },
@@ -180,6 +207,14 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'oidc-groups-prefix': { type: 'string' },
         'oidc-required-claim': { type: 'string', multiple: true },
         'oidc-signing-algs': { type: 'string' },
+        'session-recording-config': { type: 'string' },
+        'session-recording-dir': { type: 'string' },
+        'session-recording-max-bytes': { type: 'string' },
+        'session-recorder-url': { type: 'string' },
+        'session-recorder-token-file': { type: 'string' },
+        'session-recorder-ca-file': { type: 'string' },
+        'session-recorder-client-cert-file': { type: 'string' },
+        'session-recorder-client-key-file': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -223,6 +258,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       maxConnectionBytesPerSec: values['max-connection-bytes-per-sec'],
       featureGates: values['feature-gates'],
       upgradeResponseTimeout: values['upgrade-response-timeout'],
+      requestTimeout: values['request-timeout'],
       shutdownGracePeriod: values['shutdown-grace-period'],
       apiserviceConfig: values['apiservice-config'],
       proxyClientCertFile: values['proxy-client-cert-file'],
@@ -240,29 +276,46 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       oidcGroupsPrefix: values['oidc-groups-prefix'],
       oidcRequiredClaim: values['oidc-required-claim'],
       oidcSigningAlgs: values['oidc-signing-algs'],
+      sessionRecordingConfig: values['session-recording-config'],
+      sessionRecordingDir: values['session-recording-dir'],
+      sessionRecordingMaxBytes: values['session-recording-max-bytes'],
+      sessionRecorderUrl: values['session-recorder-url'],
+      sessionRecorderTokenFile: values['session-recorder-token-file'],
+      sessionRecorderCaFile: values['session-recorder-ca-file'],
+      sessionRecorderClientCertFile: values['session-recorder-client-cert-file'],
+      sessionRecorderClientKeyFile: values['session-recorder-client-key-file'],
     });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`kube-stream-proxy serve: ${e.message}\n`);
     return 2;
   }
-  let server;
+  let logging: Logging;
   try {
-    server = await startServer(config, { logger: { level: 'info' } });
+    logging = parseLogging({ format: values['logging-format'] ?? values['log-format'], level: values['log-level'] });
+  } catch (e) {
+    process.stderr.write(`kube-stream-proxy serve: ${(e as Error).message}\n`);
+    return 2;
+  }
+  let server: Awaited<ReturnType<typeof startServer>>;
+  try {
+    server = await startServer(config, { logger: loggerOptions(logging) });
   } catch (e) {
     // The --authentication-config file is loaded again at start: it may have changed since the check.
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`kube-stream-proxy serve: ${e.message}\n`);
     return 2;
   }
+  server.app.log.info(heapFloorLogFields(), 'heap floor');
+  // Before the line: whoever reads it may send SIGTERM at once, and it must drain, not kill.
+  installShutdown(async () => {
+    await server.shutdown(config.shutdownGracePeriodMs);
+  });
   process.stdout.write(
     `kube-stream-proxy listening on ${server.url}, upstream ${config.upstream?.url.origin ?? '(none)'}` +
       (server.agentUrl ? `, agents on ${server.agentUrl}` : '') +
       '\n',
   );
-  installShutdown(async () => {
-    await server.shutdown(config.shutdownGracePeriodMs);
-  });
 }
 
 /** Run the CLI; resolves with the exit code, or never for long-running servers. */
@@ -288,6 +341,10 @@ export async function main(argv: string[]): Promise<number | void> {
       return (await import('./tunnel/agent-command.js')).agentCommand(rest);
     case 'login':
       return (await import('./login/login-command.js')).loginCommand(rest);
+    case 'recorder':
+      return (await import('./recording/recorder-command.js')).recorderCommand(rest);
+    case 'sessions':
+      return (await import('./recording/sessions-command.js')).sessionsCommand(rest);
     default:
       process.stderr.write(`kube-stream-proxy: unknown command "${command}"\n\n${USAGE}`);
       return 2;

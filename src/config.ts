@@ -2,6 +2,7 @@
  * The `serve` configuration: one typed object, validated once at start-up from the command-line
  * flags. Every default is a named constant with the reason for its value.
  */
+import { parseRecordingFlags, type RecordingFlags, type SessionRecordingSettings } from './recording/recording-flags.js';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { ConfigError } from './errors.js';
@@ -36,6 +37,13 @@ export const DEFAULT_UPGRADE_RESPONSE_TIMEOUT = '30s';
  * close (Status on channel 3, waiting for the client's close) fits inside.
  */
 export const DEFAULT_SHUTDOWN_GRACE_PERIOD = '30s';
+
+/**
+ * Default `--request-timeout`: 0, none. kube-apiserver's own default is 1m for requests that are not
+ * long-running; the upstream apiserver already applies it, and a second, shorter timer in front of it
+ * would only cut requests the upstream would have finished.
+ */
+export const DEFAULT_REQUEST_TIMEOUT = '0';
 
 /** Default per-connection bandwidth: 0 = unlimited, as kube-apiserver's `--max-connection-bytes-per-sec`. */
 export const DEFAULT_MAX_CONNECTION_BYTES_PER_SEC = 0;
@@ -102,12 +110,16 @@ export interface ProxyConfig {
   upgradeResponseTimeoutMs: number;
   /** After SIGTERM, how long streaming sessions may run before the proxy ends them, in milliseconds. */
   shutdownGracePeriodMs: number;
+  /** `--request-timeout` in ms for requests that are not long-running; 0 = none (the upstream's own applies). */
+  requestTimeoutMs: number;
   /** Authentication, authorization and upstream mode; passthrough to an apiserver when absent. */
   security?: SecurityConfig;
   /** API aggregation (`--apiservice-config`); absent: every request goes to the primary upstream. */
   aggregation?: AggregationConfig;
   /** `--websocket-allowed-origins`; {@link DEFAULT_WEBSOCKET_ALLOWED_ORIGINS} when absent. */
   websocketAllowedOrigins?: AllowedOrigins;
+  /** Session recording (`--session-recording-*`, docs/recording.md); absent: nothing is recorded. */
+  recording?: SessionRecordingSettings;
 }
 
 /** `--apiservice-config` and the front-proxy identity (`--proxy-client-*-file`). */
@@ -119,7 +131,7 @@ export interface AggregationConfig {
 }
 
 /** The `serve` flags as strings, exactly as given (camelCase of the flag names). */
-export interface ServeFlags {
+export interface ServeFlags extends RecordingFlags {
   listen?: string;
   tlsCertFile?: string;
   tlsPrivateKeyFile?: string;
@@ -134,6 +146,7 @@ export interface ServeFlags {
   featureGates?: string;
   upgradeResponseTimeout?: string;
   shutdownGracePeriod?: string;
+  requestTimeout?: string;
   upstreamInsecureSkipTlsVerify?: boolean;
   upstreamMode?: string;
   authn?: string;
@@ -451,6 +464,13 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     throw new ConfigError(`--shutdown-grace-period: ${(e as Error).message}`, { cause: e });
   }
 
+  let requestTimeoutMs: number;
+  try {
+    requestTimeoutMs = parseGoDuration(flags.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT);
+  } catch (e) {
+    throw new ConfigError(`--request-timeout: ${(e as Error).message}`, { cause: e });
+  }
+
   const websocketAllowedOrigins = parseAllowedOrigins(flags.websocketAllowedOrigins);
   const securityFlags = parseSecurity(flags, tls !== undefined);
   const { upstream, apiKubeConfig } = await parseUpstream(flags, securityFlags.authn === 'impersonate');
@@ -485,9 +505,12 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     featureGates,
     upgradeResponseTimeoutMs,
     shutdownGracePeriodMs,
+    requestTimeoutMs,
     websocketAllowedOrigins,
   };
   if (tls) config.tls = tls;
+  const recording = await parseRecordingFlags(flags);
+  if (recording) config.recording = recording;
   const aggregation = await parseAggregation(flags, security.warnings);
   if (aggregation) config.aggregation = aggregation;
   return config;

@@ -69,8 +69,23 @@ export const SHUTDOWN_FINISH_WAIT_MS = 5_000;
  */
 export const MAX_PARAM_LENGTH = 253;
 
+/**
+ * The listener's timeouts, kube-apiserver's (`secure_serving.go`): the request head within 32 s
+ * (`ReadHeaderTimeout`, "just shy of requestTimeoutUpperBound"), an idle keep-alive connection kept
+ * 90 s (`IdleTimeout`, "matches http.DefaultTransport keep-alive timeout"), and no total request
+ * timeout: watches, exec, attach, port-forward and proxy run for as long as they run, and a request
+ * body is never cut however long it takes (Node's default `requestTimeout` of 300 s cut them).
+ * `--request-timeout` bounds the rest, per request (handlers/reverse-proxy.ts).
+ */
+export const HEADERS_TIMEOUT_MS = 32_000;
+export const KEEP_ALIVE_TIMEOUT_MS = 90_000;
+/** How often Node checks the head timeout of open connections (its default is 30 s, which would let a head take 62 s). */
+export const CONNECTIONS_CHECKING_INTERVAL_MS = 2_000;
+
 /** Extra knobs for embedding (tests, `demo`). */
 export interface ServerOptions {
+  /** The head timeout in ms (tests shorten it); {@link HEADERS_TIMEOUT_MS} by default. */
+  headersTimeoutMs?: number;
   /** Registry for `/metrics`; a fresh one by default. */
   registry?: Registry;
   /** Fastify logger setting; off by default (the CLI turns it on). */
@@ -161,7 +176,9 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   const status =
     err.code === 'HPE_HEADER_OVERFLOW'
       ? errorStatus(431, 'Request Header Fields Too Large', 'RequestHeaderFieldsTooLarge')
-      : errorStatus(400, `Bad Request: ${err.code ?? err.message}`, 'BadRequest');
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? errorStatus(408, `the request head did not arrive within the header timeout`, 'Timeout')
+        : errorStatus(400, `Bad Request: ${err.code ?? err.message}`, 'BadRequest');
   closeAfterAnswer(socket, status);
 }
 
@@ -191,9 +208,6 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     logger: options.logger ?? false,
     // A UUID per request (not Fastify's per-process counter), so ids stay unique across replicas.
     genReqId: () => randomUUID(),
-    // Upgraded connections and watches are long-running: no request or connection timeouts here.
-    requestTimeout: 0,
-    connectionTimeout: 0,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Clusters behind agents: `/clusters/NAME/…` loses its prefix before routing (src/tunnel/cluster-path.ts).
     ...(config.agents ? { rewriteUrl: (req: IncomingMessage) => rewriteClusterUrl(req, OWN_PATHS) } : {}),
@@ -215,9 +229,13 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
         res.writeHead(400, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
         res.end(body);
       };
+      // Node's own timeouts, set here because Fastify's options do not reach a server it did not make.
+      const timeouts = { headersTimeout: options.headersTimeoutMs ?? HEADERS_TIMEOUT_MS, requestTimeout: 0, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS };
       const server = config.tls
-        ? createHttpsServer({ cert: config.tls.cert, key: config.tls.key, ...clientCerts }, guarded)
-        : createHttpServer(guarded);
+        ? createHttpsServer({ cert: config.tls.cert, key: config.tls.key, ...clientCerts, ...timeouts }, guarded)
+        : createHttpServer(timeouts, guarded);
+      // An https.Server takes the http.Server settings as properties only.
+      Object.assign(server, { headersTimeout: timeouts.headersTimeout, requestTimeout: 0, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS });
       // https.Server is a tls.Server, not an http.Server, but offers the same events Fastify uses.
       return server as unknown as Server;
     },
@@ -332,6 +350,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     proto: config.tls ? 'https' : 'http',
     maxConnectionBytesPerSec: config.maxConnectionBytesPerSec,
     upgradeResponseTimeoutMs: config.upgradeResponseTimeoutMs,
+    requestTimeoutMs: config.requestTimeoutMs,
   };
   await app.register(healthRoutes, { registry, readiness });
   await app.register(execRoutes, deps);

@@ -31,7 +31,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type ServerOptions, type WebSocket } from 'ws';
 import { pairsFromRaw, type ClientInfo } from '../proxy/forwarded-headers.js';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
-import { relayErrorResponse } from '../proxy/upgrade-aware.js';
+import { relayErrorResponse } from '../proxy/relay-error-response.js';
 import { ShuttingDownError, UpstreamTimeoutError, UpstreamUpgradeRefusedError } from '../src/errors.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import { errorStatus, internalErrorStatus, successStatus, type V1Status } from '../src/status.js';
@@ -244,6 +244,17 @@ export class StreamTranslatorProxy {
       if (protocolError) return;
       protocolError = true;
       log.warn({ err }, 'malformed v5 CLOSE message; connection dropped');
+      clientEnd ??= 'protocol_error';
+      settle(internalErrorStatus(err.message), 500, err);
+      stopper.stop(err);
+    });
+    // ws could not read the client (a frame over the payload limit, too many fragments, bad UTF-8,
+    // a bad opcode): ws sent its close frame and the client socket goes within a second; the
+    // upstream streams are reset and its connection closed now, not after the finish deadline.
+    ws.on('receive-error', (err: Error) => {
+      if (protocolError) return;
+      protocolError = true;
+      log.warn({ err }, 'WebSocket protocol error from the client; session ended');
       clientEnd ??= 'protocol_error';
       settle(internalErrorStatus(err.message), 500, err);
       stopper.stop(err);

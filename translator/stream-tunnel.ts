@@ -16,7 +16,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { requestHead, type ClientInfo } from '../proxy/forwarded-headers.js';
 import type { CompleteResponseHead } from '../proxy/response-head.js';
-import { relayErrorResponse } from '../proxy/upgrade-aware.js';
+import { relayErrorResponse } from '../proxy/relay-error-response.js';
 import { exchangeUpgradeHead } from '../proxy/upstream-exchange.js';
 import {
   InvalidUpgradeResponseError,

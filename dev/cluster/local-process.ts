@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
-import * as pty from 'node-pty';
+import { loadPty, ptyMissingStatus } from './pty.js';
 import type { TerminalSize } from '../../src/terminal-size.js';
 import { FanOut } from './fan-out.js';
 import { exitCodeOf, killGroup, podEnv, resolveExecutable, type LaunchTarget } from './process-launch.js';
@@ -306,6 +306,8 @@ function spawnPty(
   // close_stdout) lets the master read EIO while it still runs; node-pty then closes the master,
   // and the hang-up kills the program with SIGHUP (exit 129 instead of 0, about one run in six
   // under load). A container runtime's shim holds the master until the process is gone, as here.
+  const pty = loadPty();
+  if (!pty) throw new Error(ptyMissingStatus().message);
   const term = pty.spawn('/bin/sh', ['-c', 'exec 3<&0; exec "$@"', 'sh', file, ...command.slice(1)], {
     name: env.TERM ?? 'xterm',
     cols: size.width || DEFAULT_TERMINAL_SIZE.width,

@@ -3,6 +3,7 @@
  * and the kubelet do before any upgrade. Every function returns either the options or the 4xx
  * Status to answer with.
  */
+import { loadPty, ptyMissingStatus } from './pty.js';
 import { errorStatus, type V1Status } from '../../src/status.js';
 
 /** Parsed exec/attach options (PodExecOptions / PodAttachOptions, container resolved). */
@@ -78,6 +79,7 @@ export function parseStreamOptions(
   if (subresource === 'exec' && command.length === 0) {
     return { ok: false, status: errorStatus(400, 'you must specify at least one command for the container') };
   }
+  if (tty && !loadPty()) return { ok: false, status: ptyMissingStatus() };
   return { ok: true, value: { stdin, stdout, stderr, tty, container: container.value, command } };
 }
 
@@ -128,5 +130,6 @@ export function parseKubeletStreamOptions(
   if (subresource === 'exec' && command.length === 0) {
     return { ok: false, status: errorStatus(400, 'you must specify at least one command for the container') };
   }
+  if (tty && !loadPty()) return { ok: false, status: ptyMissingStatus() };
   return { ok: true, value: { stdin, stdout, stderr, tty, container, command } };
 }

@@ -14,7 +14,12 @@ import type { Duplex } from 'node:stream';
 import { request as httpRequest } from 'node:http';
 import type { ReviewApi } from '../api-client.js';
 import { UpstreamUnreachableError } from '../errors.js';
-import type { AuthHeaders, Upstream } from './upstream.js';
+
+/**
+ * Header lines that authenticate an upstream request: each name set to exactly the given value, or
+ * one line per value for a list (`Impersonate-Group` repeats).
+ */
+export type AuthHeaders = Record<string, string | readonly string[]>;
 
 /** What every proxy path needs of the place a caller's request goes. */
 export interface Route {
@@ -85,7 +90,7 @@ export interface RouteOverrides {
 }
 
 /** A route through `backend` (its connection, TLS and host) with its own request-target or identity. */
-export function routeVia(backend: Upstream, o: RouteOverrides): Route {
+export function routeVia(backend: Route, o: RouteOverrides): Route {
   return {
     name: o.name ?? backend.name,
     url: backend.url,

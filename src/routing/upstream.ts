@@ -12,7 +12,7 @@ import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ConfigError, UpstreamUnreachableError } from '../errors.js';
-import type { Route } from './route.js';
+import type { AuthHeaders, Route } from './route.js';
 import { TokenFile } from '../token-file.js';
 
 export { TOKEN_FILE_REFRESH_MS } from '../token-file.js';
@@ -37,11 +37,8 @@ export interface UpstreamTls {
   servername?: string;
 }
 
-/**
- * Header lines that authenticate an upstream request: each name set to exactly the given value, or
- * one line per value for a list (`Impersonate-Group` repeats).
- */
-export type AuthHeaders = Record<string, string | readonly string[]>;
+/** The header lines that authenticate an upstream request (declared with the route that sets them). */
+export type { AuthHeaders } from './route.js';
 
 /** Produces the headers that authenticate each upstream request (`Authorization`, `Impersonate-User`). */
 export type AuthHeaderSource = () => Promise<Record<string, string>>;

@@ -243,6 +243,18 @@ export class FrameParser {
     return this.available > 0 || this.header !== undefined;
   }
 
+  /**
+   * Input bytes still to come before the frame being read ends: 0 at a frame boundary, undefined
+   * while a frame's 8-byte header is incomplete (its length is not known yet; {@link bufferedBytes}
+   * of it are held). A relay uses it to stop at a frame boundary (session recording's enforce end).
+   */
+  get bytesToFrameEnd(): number | undefined {
+    if (this.skip > 0) return this.skip;
+    const h = this.header;
+    if (h === undefined) return this.available === 0 ? 0 : undefined;
+    return (this.streamData && !h.control ? h.remaining : h.length) - this.available;
+  }
+
   /** Feeds bytes; returns the frames completed by them, in wire order. */
   push(chunk: Buffer): SpdyFrame[] {
     if (this.deferred) {

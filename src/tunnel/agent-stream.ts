@@ -14,12 +14,13 @@
  */
 import { constants as h2, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { Transform, type Duplex } from 'node:stream';
-import { readResponseHead, relayErrorResponse } from '../../proxy/upgrade-aware.js';
+import { relayErrorResponse } from '../../proxy/relay-error-response.js';
+import { readResponseHead } from '../../proxy/response-head.js';
 import { closeAfterAnswer } from '../../proxy/close-after-answer.js';
 import { UpstreamClosedError } from '../errors.js';
 import type { Upstream } from '../routing/upstream.js';
 import { errorStatus, type V1Status } from '../status.js';
-import type { AgentLogger } from './agent.js';
+import type { AgentLogger } from './agent-logger.js';
 import {
   apiPathRefusal,
   BodyFramer,

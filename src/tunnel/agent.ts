@@ -20,7 +20,8 @@ import { performServerHandshake, type ServerHttp2Session } from 'node:http2';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
-import { readResponseHead } from '../../proxy/upgrade-aware.js';
+import { readResponseHead } from '../../proxy/response-head.js';
+import type { AgentLogger } from './agent-logger.js';
 import type { Upstream } from '../routing/upstream.js';
 import { reconnectDelayMs, RECONNECT_RESET_AFTER_MS } from './backoff.js';
 import { keepTunnelAlive } from './keepalive.js';
@@ -41,11 +42,7 @@ import {
 /** Deadline for dialing the proxy and receiving its answer to the connect request. */
 export const AGENT_CONNECT_TIMEOUT_MS = 10_000;
 
-/** What the agent logs through. */
-export interface AgentLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-}
+export type { AgentLogger } from './agent-logger.js';
 
 /** Options of {@link TunnelAgent}. */
 export interface TunnelAgentOptions {

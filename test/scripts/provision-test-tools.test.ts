@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const SCRIPT = resolve(import.meta.dirname, '../../scripts/provision-test-tools.sh');
-const PROGRAMS = ['prometheus', 'promtool', 'tmux', 'nginx', 'haproxy', 'socat', 'openssl', 'chromium'];
+const PROGRAMS = ['prometheus', 'promtool', 'tmux', 'nginx', 'haproxy', 'socat', 'openssl', 'chromium', 'asciinema'];
 /** Debian package → programs, as the script knows them. */
-const PACKAGE_PROGRAMS: Record<string, string[]> = { prometheus: ['prometheus', 'promtool'], tmux: ['tmux'], nginx: ['nginx'], haproxy: ['haproxy'], socat: ['socat'], openssl: ['openssl'], chromium: ['chromium'] };
+const PACKAGE_PROGRAMS: Record<string, string[]> = { prometheus: ['prometheus', 'promtool'], tmux: ['tmux'], nginx: ['nginx'], haproxy: ['haproxy'], socat: ['socat'], openssl: ['openssl'], chromium: ['chromium'], asciinema: ['asciinema'] };
 
 let bin: string;
 

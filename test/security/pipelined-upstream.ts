@@ -32,7 +32,13 @@ export interface SeenRequest extends ParsedRequest {
 }
 
 /** How the upstream answers one request. */
-export type Answer = { status: number; body?: unknown; headers?: Record<string, string>; close?: boolean } | { switchProtocols: Record<string, string> };
+export type Answer =
+  | { status: number; body?: unknown; headers?: Record<string, string>; close?: boolean }
+  | { switchProtocols: Record<string, string> }
+  /** Close the connection without answering (an idle connection the server closed as the request arrived). */
+  | { drop: 'fin' | 'reset' }
+  /** Never answer (and read nothing more on this connection). */
+  | { hang: true };
 
 /** Options. */
 export interface PipelinedUpstreamOptions {
@@ -126,7 +132,7 @@ function defaultAnswer(r: SeenRequest, o: PipelinedUpstreamOptions): Answer {
   return json(200, { kind: 'Status', apiVersion: 'v1', status: 'Success', code: 200, message: `${r.method} ${r.path}` });
 }
 
-function serialize(a: Exclude<Answer, { switchProtocols: unknown }>, isHead: boolean): Buffer {
+function serialize(a: Extract<Answer, { status: number }>, isHead: boolean): Buffer {
   const body = a.body === undefined ? '' : typeof a.body === 'string' ? a.body : JSON.stringify(a.body);
   const type = typeof a.body === 'string' ? 'text/plain; charset=utf-8' : 'application/json';
   const headers = { 'Content-Type': type, 'Content-Length': String(Buffer.byteLength(body)), ...(a.close ? { Connection: 'close' } : {}), ...a.headers };
@@ -172,6 +178,12 @@ export async function startPipelinedUpstream(o: PipelinedUpstreamOptions = {}): 
         if (authorization !== undefined) seen.authorization = authorization;
         requests.push(seen);
         const answer = o.answer?.(seen) ?? defaultAnswer(seen, o);
+        if ('hang' in answer) return;
+        if ('drop' in answer) {
+          if (answer.drop === 'reset') socket.resetAndDestroy();
+          else socket.destroy();
+          return;
+        }
         if ('switchProtocols' in answer) {
           switched = true;
           socket.write(`HTTP/1.1 101 Switching Protocols\r\n${Object.entries(answer.switchProtocols).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);

@@ -2,6 +2,8 @@
  * The layout rule of issue 24: `src/` is the proxy alone. The dev systems (dev cluster, dev-metrics,
  * the demo) live in `dev/`, and nothing under src/, handlers/, proxy/ or translator/ imports them,
  * except the CLI's subcommands, which load them on demand (`import()`), so `serve` and `agent` never do.
+ * And no module imports itself back through others (the import circles issue 24 named are broken:
+ * upgrade-aware ⇄ upstream-exchange, route ⇄ upstream, agent ⇄ agent-stream).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -44,5 +46,32 @@ describe('layout: src/ is the proxy alone', () => {
     expect(offenders).toEqual([]);
     // The rule is not vacuous: the CLI does load the dev commands.
     expect(imports(readFileSync(join(ROOT, 'src/cli.ts'), 'utf8')).filter((i) => i.dynamic && i.spec.startsWith('../dev/')).length).toBeGreaterThanOrEqual(3);
+  });
+});
+
+describe('layout: no import circles', () => {
+  it('has none among src/, dev/, handlers/, proxy/ and translator/ (type-only imports included)', () => {
+    const files = ['src', 'dev', 'handlers', 'proxy', 'translator'].flatMap((d) => sources(join(ROOT, d)));
+    const graph = new Map<string, string[]>();
+    for (const file of files) {
+      graph.set(
+        file,
+        imports(readFileSync(file, 'utf8')).map(({ spec }) => join(file, '..', spec).replace(/\.js$/, '.ts')).filter((t) => t.endsWith('.ts')),
+      );
+    }
+    // Depth-first search for a back edge; report the circle it closes.
+    const state = new Map<string, 'open' | 'done'>();
+    const circles: string[] = [];
+    const visit = (file: string, path: string[]): void => {
+      state.set(file, 'open');
+      for (const next of graph.get(file) ?? []) {
+        if (!graph.has(next)) continue;
+        if (state.get(next) === 'open') circles.push([...path.slice(path.indexOf(next)), next].map((f) => relative(ROOT, f)).join(' → '));
+        else if (!state.has(next)) visit(next, [...path, next]);
+      }
+      state.set(file, 'done');
+    };
+    for (const file of files) if (!state.has(file)) visit(file, [file]);
+    expect(circles).toEqual([]);
   });
 });

@@ -1,0 +1,225 @@
+/**
+ * One exec/attach session being recorded: the {@link RemoteCommandObserver} the translator and the
+ * taps call, turning their events into asciicast (`asciicast.ts`) and handing the text to the sink's
+ * upload behind a bounded buffer.
+ *
+ * The session never waits on the sink. Past `maxBufferBytes` of text the sink has not taken yet:
+ * - enforce: `fatal` aborts with a `RecordingUnavailableError` (`sink_too_slow`) and the relay ends
+ *   the session;
+ * - fail open: events are dropped until the sink has caught up to half the buffer, then a marker
+ *   says how many bytes of events are missing (`result: gap`, metric `recordings_dropped{sink_slow}`).
+ * A sink error mid-session is the same choice: enforce aborts `fatal` (within the same turn as the
+ * error), fail open stops recording (`result: incomplete`, `recordings_dropped{sink_error}`).
+ *
+ * Nothing of the recorded content is ever logged: logs carry the id, the reason and byte counts.
+ */
+import { performance } from 'node:perf_hooks';
+import { AsciicastWriter, type CastExit, type CastIdentity } from './asciicast.js';
+import type { RelayedBytes, RemoteCommandObserver } from './observer.js';
+import { RecordingUnavailableError, type RecordingUnavailableReason } from './recording-errors.js';
+import type { RecordingMetrics, SinkLabel } from './recording-metrics.js';
+import type { RecordingResult, RecordingSummary, RecordingUpload } from './sink.js';
+
+/** Default bound of cast text waiting for the sink, per session. */
+export const DEFAULT_MAX_BUFFER_BYTES = 8 * 1024 * 1024;
+
+/** Where a recording reports what happened to it (a pino logger fits; never given content). */
+export interface RecordingLogger {
+  warn(obj: object, msg: string): void;
+}
+
+/** Everything one recording needs. */
+export interface SessionRecordingParts {
+  identity: CastIdentity;
+  enforce: boolean;
+  upload: RecordingUpload;
+  sink: SinkLabel;
+  metrics: RecordingMetrics;
+  log: RecordingLogger;
+  /** `--session-recording-max-bytes` (0 = none). */
+  maxOutputBytes: number;
+  maxBufferBytes?: number;
+  /** Wall-clock start (ms since the epoch); default now. */
+  startedAtMs?: number;
+}
+
+/** A recorded exec/attach session. */
+export class SessionRecording implements RemoteCommandObserver {
+  readonly id: string;
+  readonly enforce: boolean;
+  readonly #parts: SessionRecordingParts;
+  readonly #writer: AsciicastWriter;
+  readonly #abort = new AbortController();
+  readonly #t0 = performance.now();
+  readonly #startedAtMs: number;
+  readonly #maxBuffer: number;
+  #exit: CastExit | undefined;
+  #dropping = false;
+  #droppedBytes = 0;
+  #hadGap = false;
+  #failed = false;
+  #closed = false;
+  #done: Promise<RecordingSummary> | undefined;
+  #whenDone!: (p: Promise<RecordingSummary>) => void;
+  readonly #finished = new Promise<RecordingSummary>((resolve) => (this.#whenDone = (p) => void p.then(resolve)));
+
+  constructor(parts: SessionRecordingParts) {
+    this.#parts = parts;
+    this.id = parts.identity.sessionId;
+    this.enforce = parts.enforce;
+    this.#startedAtMs = parts.startedAtMs ?? Date.now();
+    this.#maxBuffer = parts.maxBufferBytes ?? DEFAULT_MAX_BUFFER_BYTES;
+    parts.upload.onError((err) => this.#sinkFailed(err));
+    parts.upload.onDrain(() => this.#drained());
+    parts.metrics.addActiveRecordings(1);
+    this.#writer = new AsciicastWriter(parts.identity, (text) => this.#write(text), {
+      startedAtMs: this.#startedAtMs,
+      maxOutputBytes: parts.maxOutputBytes,
+    });
+  }
+
+  get fatal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** What is recorded (`full` includes stdin: a tap unmasks and copies stdin only then). */
+  get records(): 'output' | 'full' {
+    return this.#parts.identity.record;
+  }
+
+  /** Seconds since the start. */
+  #now(): number {
+    return (performance.now() - this.#t0) / 1000;
+  }
+
+  stdin(data: Buffer): void {
+    if (!this.#closed && !this.#failed) this.#writer.input(data, this.#now());
+  }
+
+  output(stream: 'stdout' | 'stderr', data: Buffer): void {
+    if (!this.#closed && !this.#failed) this.#writer.output(stream, data, this.#now());
+  }
+
+  resize(cols: number, rows: number): void {
+    if (!this.#closed && !this.#failed) this.#writer.resize(cols, rows, this.#now());
+  }
+
+  exit(exit: CastExit): void {
+    this.#exit ??= exit;
+  }
+
+  close(bytes?: RelayedBytes): void {
+    void this.finish(bytes);
+  }
+
+  /** Resolves with the summary once the recording was finished by whoever closes it (the relay, a tap). */
+  whenFinished(): Promise<RecordingSummary> {
+    return this.#finished;
+  }
+
+  /** End the recording: the exit marker, then the upload's finish with the summary. Idempotent. */
+  finish(bytes?: RelayedBytes): Promise<RecordingSummary> {
+    if (this.#done) return this.#done;
+    this.#closed = true;
+    if (!this.#failed) this.#writer.end(this.#exit, this.#now());
+    const summary = this.#summary(bytes);
+    const { upload, metrics, sink, log } = this.#parts;
+    this.#done = (this.#failed ? upload.abort(summary) : upload.finish(summary)).then(
+      () => summary,
+      (err: Error) => {
+        // The summary could not be stored: the recording is incomplete on the sink.
+        if (!this.#failed) metrics.incSinkError(sink, 'write');
+        log.warn({ recordingId: this.id, err: { message: err.message } }, 'session recording could not be finished');
+        summary.result = 'incomplete';
+        return summary;
+      },
+    ).then((s) => {
+      metrics.incRecording(this.#parts.identity.subresource, s.result);
+      metrics.addActiveRecordings(-1);
+      return s;
+    });
+    this.#whenDone(this.#done);
+    return this.#done;
+  }
+
+  #summary(bytes: RelayedBytes | undefined): RecordingSummary {
+    const id = this.#parts.identity;
+    const exit = this.#exit;
+    let result: RecordingResult = 'complete';
+    if (this.#abort.signal.aborted) result = 'terminated';
+    else if (this.#failed) result = 'incomplete';
+    else if (this.#hadGap) result = 'gap';
+    else if (this.#writer.limitReached) result = 'truncated';
+    return {
+      id: this.id,
+      subresource: id.subresource,
+      ...(id.user !== undefined ? { user: id.user } : {}),
+      ...(id.groups !== undefined ? { groups: [...id.groups] } : {}),
+      ...(id.cluster !== undefined ? { cluster: id.cluster } : {}),
+      namespace: id.namespace,
+      pod: id.pod,
+      ...(id.container !== undefined ? { container: id.container } : {}),
+      command: [...id.command],
+      tty: id.tty,
+      record: id.record,
+      enforce: this.enforce,
+      start: new Date(this.#startedAtMs).toISOString(),
+      durationSeconds: Math.round(this.#now() * 1000) / 1000,
+      exitCode: exit !== undefined && 'exitCode' in exit ? exit.exitCode : null,
+      ...(exit !== undefined && 'error' in exit ? { error: exit.error } : {}),
+      recordedBytes: this.#writer.recordedBytes,
+      ...(bytes ? { bytesToUpstream: bytes.toUpstream, bytesToClient: bytes.toClient } : {}),
+      result,
+      ...(id.recordedBy !== undefined ? { recordedBy: id.recordedBy } : {}),
+    };
+  }
+
+  #write(text: string | Buffer): void {
+    if (this.#failed) return;
+    const { upload, metrics, sink } = this.#parts;
+    const n = typeof text === 'string' ? Buffer.byteLength(text) : text.length;
+    // Dropping, and the sink has room again (a drain may never come when nothing was pending).
+    if (this.#dropping && upload.pendingBytes + n <= this.#maxBuffer / 2) this.#drained();
+    if (this.#dropping) {
+      this.#droppedBytes += n;
+      return;
+    }
+    if (upload.pendingBytes + n > this.#maxBuffer) {
+      if (this.enforce) return this.#fatal('sink_too_slow');
+      this.#dropping = true;
+      this.#droppedBytes = n;
+      if (!this.#hadGap) metrics.incDropped('sink_slow');
+      this.#hadGap = true;
+      this.#parts.log.warn({ recordingId: this.id, bufferBytes: this.#maxBuffer }, 'session recording sink too slow: dropping events');
+      return;
+    }
+    metrics.addRecordedBytes(sink, n);
+    upload.write(text);
+  }
+
+  #drained(): void {
+    if (!this.#dropping || this.#failed || this.#parts.upload.pendingBytes > this.#maxBuffer / 2) return;
+    this.#dropping = false;
+    const n = this.#droppedBytes;
+    this.#droppedBytes = 0;
+    // At the last event's time (t=0 is clamped to it): the gap lies between that event and the next.
+    this.#writer.marker(`recording gap: ${n} bytes of events dropped (the recording sink was too slow)`, 0);
+  }
+
+  #sinkFailed(err: Error): void {
+    if (this.#failed) return;
+    const { metrics, sink, log } = this.#parts;
+    metrics.incSinkError(sink, 'write');
+    log.warn({ recordingId: this.id, sink, err: { message: err.message } }, 'session recording sink failed');
+    if (this.enforce) return this.#fatal('sink_failed', err);
+    this.#failed = true;
+    metrics.incDropped('sink_error');
+  }
+
+  #fatal(reason: RecordingUnavailableReason, cause?: unknown): void {
+    if (this.#abort.signal.aborted) return;
+    this.#failed = true;
+    this.#parts.metrics.incEnforceRefusal('mid_session');
+    this.#abort.abort(new RecordingUnavailableError(reason, { cause }));
+  }
+}
