@@ -278,7 +278,8 @@ export interface AuthCallgrindRow {
 
 /**
  * `--auth --callgrind`: every CPU row's instructions per request, each proxy under valgrind's
- * callgrind: warmed up, zeroed, N requests, dumped. Instruction counts do not depend on the
+ * callgrind: warmed up, zeroed, N requests, dumped, the rows in reverse order every other round.
+ * Instruction counts do not depend on the
  * machine's load, so the before/after of the passthrough path and the cached-JWT-vs-TokenReview
  * comparison are not blurred by a busy machine.
  */
@@ -294,7 +295,9 @@ export async function runAuthCallgrind(o: { requests: number; rounds: number; wa
     for (const row of rows) await drive(row.proxy.url, row.token(o.rounds), o.warmup, 2);
     const perRound = rows.map(() => [] as number[]);
     for (let round = 0; round < o.rounds; round++) {
-      for (const [k, row] of rows.entries()) {
+      // Every other round in reverse order, so no row is always measured first (after the longest idle).
+      const order = round % 2 === 0 ? [...rows.entries()] : [...rows.entries()].reverse();
+      for (const [k, row] of order) {
         await callgrindCommand(row.proxy, '--zero');
         await drive(row.proxy.url, row.token(round), o.requests, 2);
         const ir = (await callgrindDump(row.proxy, dir)) / o.requests;

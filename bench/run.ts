@@ -45,7 +45,7 @@
  *     --auth-baseline DIR    also run the passthrough row with DIR/bin/kube-stream-proxy.js (another
  *             built checkout, e.g. main): the before/after of the unauthenticated path, same run
  *     --auth --callgrind     the CPU rows with each proxy under callgrind: instructions per request
- *             (2,000 warm-up requests per row, then --requests, default 1,000, per round; --runs, default 3)
+ *             (2,000 warm-up requests per row, then --requests, default 1,000, per round; --runs, default 4)
  *   --flood   run the message-flood benchmark (bench/flood.ts, issue 26: --sessions N translated exec sessions,
  *             default 4, each flooding the dev cluster's echo with 8-byte WebSocket frames, then with 32 KiB
  *             messages, for --seconds S, default 30; with --quick 2 sessions, 3 s): the proxy's CPU per MB and
@@ -147,7 +147,7 @@ async function main(): Promise<void> {
     if (values.callgrind) {
       const rows = await runAuthCallgrind({
         requests: values.requests ? positiveInt('--requests', values.requests) : values.quick ? 100 : 1_000,
-        rounds: values.runs ? positiveInt('--runs', values.runs) : 3,
+        rounds: values.runs ? positiveInt('--runs', values.runs) : 4,
         warmup: values.quick ? 200 : 2_000,
         ...(values['auth-baseline'] ? { baselineCli: resolve(values['auth-baseline'], 'bin', 'kube-stream-proxy.js') } : {}),
         log: (l) => console.log(l),

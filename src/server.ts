@@ -35,8 +35,7 @@ import { closeAfterAnswer } from '../proxy/close-after-answer.js';
 import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import { createProxyApiClient, type ProxyApiClient } from './api-client.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
-import { startJwtAuthentication, type JwtAuthenticatorSource } from './auth/jwt-authentication.js';
-import { createJwtMetrics } from './auth/jwt-metrics.js';
+import type { JwtAuthenticatorSource } from './auth/jwt-authentication.js';
 import { createRequestAuthHook } from './auth/request-auth.js';
 import { reviewersPerCluster } from './auth/reviewers.js';
 import { createWebSocketOriginHook } from './auth/origin-hook.js';
@@ -268,6 +267,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const api = needsApi ? (options.apiClient ?? createProxyApiClient(security.apiKubeConfig)) : undefined;
   for (const warning of security?.warnings ?? []) app.log.warn({}, warning);
   if (security?.jwt && security.authn === 'impersonate') {
+    // Loaded only when configured: without JWT authentication the proxy never loads jose or the CEL engine.
+    const [{ startJwtAuthentication }, { createJwtMetrics }] = await Promise.all([import('./auth/jwt-authentication.js'), import('./auth/jwt-metrics.js')]);
     const metrics = createJwtMetrics(registry, { apiserverId: `kube-stream-proxy-${hostname()}` });
     try {
       jwt = await startJwtAuthentication(security.jwt, { logger: app.log, metrics });
