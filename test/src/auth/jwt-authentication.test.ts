@@ -5,7 +5,7 @@
  * to one authenticator with their algorithms, and the started server registers the JWT metrics and
  * the `jwt` readiness check, which fails while the issuer's keys are unknown.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -13,6 +13,7 @@ import { serveCommand } from '../../../src/cli.js';
 import { resolveConfig, type ServeFlags } from '../../../src/config.js';
 import { ConfigError } from '../../../src/errors.js';
 import { buildServer } from '../../../src/server.js';
+import { counterValue } from '../../helpers/metrics.js';
 import { startTestProvider, TEST_CLIENT_ID, type TestProvider } from '../../helpers/oidc-provider.js';
 
 let dir: string;
@@ -109,6 +110,33 @@ describe('JWT authentication flags', () => {
       expect(String(stderr.mock.calls.map((c) => c[0]).join(''))).toContain('need --authn=impersonate');
     } finally {
       stderr.mockRestore();
+    }
+  });
+
+  it('a running server reloads the file: the reload metrics count a good and a bad reload, and the new authenticators are in force', async () => {
+    const live = join(dir, 'live', 'auth.yaml');
+    mkdirSync(join(dir, 'live'), { recursive: true });
+    writeFileSync(live, fileFor(idp.issuer, idp.ca));
+    const app = await buildServer(await resolveConfig(impersonate({ authenticationConfig: live })), { upstreamProbe: { check: async () => ({ ok: true }) } });
+    const metric = async (status: string): Promise<number> =>
+      counterValue((await app.inject({ method: 'GET', url: '/metrics' })).body, 'apiserver_authentication_config_controller_automatic_reloads_total', { status });
+    const until = async (what: string, ok: () => Promise<boolean>): Promise<void> => {
+      for (const deadline = Date.now() + 30_000; !(await ok()); ) {
+        if (Date.now() > deadline) throw new Error(`no ${what} within 30 s`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    try {
+      expect(await metric('success')).toBe(0);
+      // A good change (another username prefix): applied once the issuer's keys are fetched.
+      writeFileSync(live, fileFor(idp.issuer, idp.ca).replace('prefix: ""', 'prefix: "oidc:"'));
+      await until('successful reload', async () => (await metric('success')) === 1);
+      // A bad one: counted, logged, the good one stays.
+      writeFileSync(live, fileFor(idp.issuer, idp.ca).replace('audiences: [kube-stream-proxy]', 'audiences: []'));
+      await until('failed reload', async () => (await metric('failure')) === 1);
+      expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    } finally {
+      await app.close();
     }
   });
 
