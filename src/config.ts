@@ -13,6 +13,7 @@ import type { AuthnMode } from './auth/request-auth.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
 import { parseAllowedOrigins, type AllowedOrigins } from './auth/websocket-origin.js';
 import type { JwtAuthenticationConfig } from './auth/jwt-authentication.js';
+import { parseJwtServeFlags } from './auth/jwt-serve-flags.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
 import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
@@ -430,35 +431,6 @@ function parseSecurity(flags: ServeFlags, listenTls: boolean): Omit<SecurityConf
   return security;
 }
 
-/**
- * `--authentication-config` and `--oidc-*` (src/auth/jwt-authentication.ts), loaded only when one of
- * them is given: without them the proxy never loads jose, the CEL engine or the YAML parser.
- */
-async function parseJwt(flags: ServeFlags, authn: AuthnMode): Promise<JwtAuthenticationConfig | undefined> {
-  const oidc = [flags.oidcIssuerUrl, flags.oidcClientId, flags.oidcCaFile, flags.oidcUsernameClaim, flags.oidcUsernamePrefix, flags.oidcGroupsClaim, flags.oidcGroupsPrefix, flags.oidcSigningAlgs];
-  if (flags.authenticationConfig === undefined && oidc.every((f) => f === undefined) && !(flags.oidcRequiredClaim?.length)) return undefined;
-  const { parseJwtAuthentication, serviceAccountIssuerOf } = await import('./auth/jwt-authentication.js');
-  // The proxy's own cluster's service-account issuer, when its token tells it: a disallowed JWT issuer.
-  const tokenFile = flags.inCluster ? `${process.env.KSP_IN_CLUSTER_PATH_PREFIX ?? ''}/var/run/secrets/kubernetes.io/serviceaccount/token` : flags.upstreamTokenFile;
-  const iss = serviceAccountIssuerOf(tokenFile);
-  return parseJwtAuthentication(
-    flags.authenticationConfig,
-    {
-      ...(flags.oidcIssuerUrl !== undefined ? { issuerURL: flags.oidcIssuerUrl } : {}),
-      ...(flags.oidcClientId !== undefined ? { clientID: flags.oidcClientId } : {}),
-      ...(flags.oidcCaFile !== undefined ? { caFile: flags.oidcCaFile } : {}),
-      ...(flags.oidcUsernameClaim !== undefined ? { usernameClaim: flags.oidcUsernameClaim } : {}),
-      ...(flags.oidcUsernamePrefix !== undefined ? { usernamePrefix: flags.oidcUsernamePrefix } : {}),
-      ...(flags.oidcGroupsClaim !== undefined ? { groupsClaim: flags.oidcGroupsClaim } : {}),
-      ...(flags.oidcGroupsPrefix !== undefined ? { groupsPrefix: flags.oidcGroupsPrefix } : {}),
-      ...(flags.oidcSigningAlgs !== undefined ? { signingAlgs: listFlag(flags.oidcSigningAlgs, []) } : {}),
-      ...(flags.oidcRequiredClaim !== undefined && flags.oidcRequiredClaim.length > 0 ? { requiredClaims: flags.oidcRequiredClaim } : {}),
-    },
-    authn,
-    iss === undefined ? undefined : [iss],
-  );
-}
-
 /** Validate the flags and load every file they name. Throws ConfigError with the offending flag. */
 export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
   const { listen, tls } = parseListen(flags);
@@ -500,7 +472,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
   if (upstream?.tls && !upstream.tls.rejectUnauthorized && !flags.upstreamInsecureSkipTlsVerify) {
     securityFlags.warnings.push('kubeconfig insecure-skip-tls-verify: the upstream serving certificate is NOT verified');
   }
-  const jwt = await parseJwt(flags, securityFlags.authn);
+  const jwt = await parseJwtServeFlags(flags, securityFlags.authn);
   const security: SecurityConfig = { ...securityFlags, apiKubeConfig, ...(jwt ? { jwt } : {}) };
   const config: ProxyConfig = {
     security,
