@@ -14,6 +14,7 @@ import type { RawData, WebSocket } from 'ws';
 import { ReadThrottle } from '../proxy/bandwidth-limiter.js';
 import { FLUSH_DEADLINE_MS } from '../proxy/splice.js';
 import { TurnCork } from '../src/turn-cork.js';
+import type { RelayObserver } from '../src/recording/observer.js';
 
 /**
  * Pause the upstream once this many bytes wait in the WebSocket's send buffer. 1 MiB: a few dozen
@@ -50,6 +51,8 @@ export interface TunnelRelayOptions {
    * the splice and the SPDY writer do).
    */
   clientSocket?: Duplex;
+  /** Session recording (a port-forward's metadata record): told the tunnel's bytes each way, closed at the end. */
+  observer?: RelayObserver;
 }
 
 /** Why the tunnel ended: which side first, and how. */
@@ -96,8 +99,10 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
   };
   const clientSocket = options.clientSocket;
   const turn = clientSocket ? new TurnCork(clientSocket) : undefined;
+  const observer = options.observer;
   const toClient = (chunk: Buffer): void => {
     bytes.toClient += chunk.length;
+    if (observer) observer.fromUpstream(chunk);
     turn?.beforeWrite();
     ws.send(chunk, { binary: true }, onSent);
     if (ws.bufferedAmount >= high) {
@@ -118,6 +123,7 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
     }
     const chunk = toBuffer(data);
     bytes.toUpstream += chunk.length;
+    if (observer) observer.fromClient(chunk);
     if (!upstream.write(chunk)) {
       upstreamFull = true;
       ws.pause();
@@ -131,6 +137,7 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
 
   let resolveDone!: (end: TunnelEnd) => void;
   const done = new Promise<TunnelEnd>((resolve) => (resolveDone = resolve));
+  if (observer) void done.then(() => observer.close(bytes));
   let wsClosed = ws.readyState === ws.CLOSED;
   let upstreamClosed = upstream.destroyed;
   const settle = (): void => {
