@@ -45,7 +45,7 @@ export async function proxyUpgrade(
         deps.metrics.addUpgradedConnections(handler, -1);
         deps.metrics.addUpgradedBytes('to_upstream', splice.bytes.toUpstream);
         deps.metrics.addUpgradedBytes('to_client', splice.bytes.toClient);
-        request.log.info({ handler, firstEnd, ...splice.bytes }, 'upgraded connection closed');
+        request.log.info({ handler, firstEnd, ...splice.bytes, copy: splice.mode }, 'upgraded connection closed');
         session?.end({ outcome: deps.sessions.stopping ? 'shutdown' : 'success', statusCode: 101, bytes: splice.bytes, exitCodeUnknown });
       });
       return;
