@@ -37,6 +37,10 @@
  *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,translation-nofloor,
  *             translation-cli-floor,agent,agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
+ *   --recording  run only the session-recording cost rows (bench/recording-cpu.ts: a text `cat` of 300 MB,
+ *             recorded and not, passthrough and translation, tty and not; relay CPU per GB and peak RSS;
+ *             2 interleaved rounds; --quick 20 MB, 1 round; --runs, --bytes) and print their table. The
+ *             full run (no mode flag) runs them last (--no-recording leaves them out).
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
  *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless);
  *             the agent rows count the agent process too (its own column)
@@ -52,6 +56,7 @@ import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
 import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
+import { RECORDING_CPU_FULL, RECORDING_CPU_QUICK, recordingCpuTextTable, runRecordingCpu } from './recording-cpu.js';
 import { machineInfo } from './machine.js';
 import { markdownReport, textTable } from './report.js';
 
@@ -89,6 +94,8 @@ async function main(): Promise<void> {
       'cpu-prof': { type: 'string' },
       cpu: { type: 'boolean', default: false },
       'no-cpu': { type: 'boolean', default: false },
+      recording: { type: 'boolean', default: false },
+      'no-recording': { type: 'boolean', default: false },
       callgrind: { type: 'boolean', default: false },
     },
     strict: true,
@@ -156,6 +163,10 @@ async function main(): Promise<void> {
     await cpuBench(values, pathKeys, install, values.runs, values.bytes, values.only);
     return;
   }
+  if (values.recording) {
+    await recordingBench(values.quick, values.runs, values.bytes);
+    return;
+  }
   const preset = values.quick ? QUICK : FULL;
   const runs = values.runs ? Number(values.runs) : preset.runs;
   const bytes = values.bytes ? Number(values.bytes) : preset.bytes;
@@ -184,6 +195,23 @@ async function main(): Promise<void> {
     console.log('\nCPU per byte relayed (bench/cpu.ts):\n');
     await cpuBench(values, undefined, install, undefined, undefined, undefined);
   }
+  if (!values['no-recording'] && !values.only && !values.paths) {
+    console.log('\nSession recording cost (bench/recording-cpu.ts):\n');
+    await recordingBench(values.quick, undefined, undefined);
+  }
+}
+
+/** The `--recording` rows (also the last part of the full run). */
+async function recordingBench(quick: boolean | undefined, runsText: string | undefined, bytesText: string | undefined): Promise<void> {
+  const preset = quick ? RECORDING_CPU_QUICK : RECORDING_CPU_FULL;
+  const rounds = runsText ? positiveInt('--runs', runsText) : preset.rounds;
+  const bytes = bytesText ? positiveInt('--bytes', bytesText) : preset.bytes;
+  const machine = machineInfo();
+  console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
+  console.log(`recorded and unrecorded text cat of ${bytes / 1e6} MB, ${rounds} interleaved round(s)\n`);
+  const rows = await runRecordingCpu({ bytes, rounds, log: (l) => console.log(l) });
+  console.log('\n' + recordingCpuTextTable(rows));
+  console.log(`\nload average at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
 }
 
 /** The `--cpu` benchmark (also the last part of the full run). */
