@@ -7,6 +7,7 @@
  *   session, the audit line names it, and `sessions play` under tmux ends on the live screen.
  * - `attach -it` to a tty pod (both clients), the same.
  * - Non-tty exec: stderr apart (SGR red), exit code, a valid asciicast v2 file.
+ * - WebSocket v4 passthrough (@kubernetes/client-node with the translation gate off): the WebSocket tap.
  * - SPDY passthrough: a 50 MB `cat` through a recorded session arrives byte-identical (sha256) and is
  *   recorded whole, with the splice(2) fast path off (`copy: js` on the close line); the same
  *   unrecorded session does go native when the addon is loaded.
@@ -17,6 +18,8 @@
  * Needs `npm run build` first (`sessions play` runs bin/kube-stream-proxy.js).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Writable } from 'node:stream';
+import { Exec, KubeConfig, type V1Status } from '@kubernetes/client-node';
 import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -135,6 +138,33 @@ describe.skipIf(skip !== undefined)('session recording through the proxy (direct
     expect(audit.path).toBe('passthrough');
     const rec = await storedRecording(dir, audit.recordingId);
     expect(rec.events.map((e) => e[2])).toEqual(['hi\r\n', 'exit 0']);
+  });
+
+  it('WebSocket v4 passthrough (@kubernetes/client-node, translation gate off): recorded by the WebSocket tap', async () => {
+    const policy = writeText(join(work, 'ws.yaml'), policyYaml({ match: '{pods: [demo]}' }));
+    const wsDir = join(work, 'recordings-ws');
+    const gateOff = await startRecordingProxy({ upstream: cluster.url, sessionRecordingConfig: policy, sessionRecordingDir: wsDir, featureGates: 'TranslateStreamCloseWebsocketRequests=false' });
+    try {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({ clusters: [{ name: 'p', server: gateOff.url, skipTLSVerify: true }], users: [{ name: 'p' }], contexts: [{ name: 'p', cluster: 'p', user: 'p' }], currentContext: 'p' });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      const sink = (into: Buffer[]) => new Writable({ write: (c: Buffer, _e, cb) => (into.push(Buffer.from(c)), cb()) });
+      let status: V1Status | undefined;
+      const ws = (await new Exec(kc).exec('default', 'demo', 'demo', ['sh', '-c', 'echo over-ws; echo err >&2; exit 5'], sink(out), sink(err), null, false, (s) => (status = s))) as unknown as { protocol: string; once(e: 'close', l: () => void): void };
+      expect(ws.protocol).toBe('v4.channel.k8s.io');
+      await new Promise<void>((r) => ws.once('close', () => r()));
+      expect(Buffer.concat(out).toString()).toBe('over-ws\n');
+      expect(status?.reason).toBe('NonZeroExitCode');
+      const audit = await gateOff.audit(1);
+      expect(audit).toMatchObject({ path: 'passthrough', clientProtocol: 'websocket', recordingId: expect.any(String) });
+      const rec = await storedRecording(wsDir, audit.recordingId);
+      expect(rec.summary).toMatchObject({ exitCode: 5, result: 'complete' });
+      expect(outputOf(rec.events)).toBe(`over-ws\r\n${STDERR_START}err\r\n${STDERR_END}`);
+      expect(gateOff.lines.filter((l) => l.msg === 'upgraded connection closed').at(-1)).toMatchObject({ copy: 'js' });
+    } finally {
+      await gateOff.close();
+    }
   });
 
   it('SPDY passthrough: a 50 MB cat arrives byte-identical, is recorded whole, with the splice(2) fast path off', async () => {
