@@ -12,7 +12,7 @@
  * costs at most 1.5× the unrecorded translated session's CPU.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeKubeconfig } from '../dev/kubeconfig.js';
@@ -77,6 +77,13 @@ function rssKB(pid: number): number {
   return m ? Number(m[1]) : 0;
 }
 
+/** Wait (up to 60 s) until `dir` holds `count` index entries (those recordings finished), then delete every file in it. */
+async function removeFinished(dir: string, count = 1): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (readdirSync(dir).filter((f) => f.endsWith('.json')).length < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  for (const f of readdirSync(dir)) rmSync(join(dir, f), { force: true });
+}
+
 /** One kubectl exec of the text cat; resolves with the bytes received and the wall time. */
 function transfer(bin: string, kubeconfig: string, env: Record<string, string>, tty: boolean, bytes: number, out: string, timeoutMs: number): Promise<{ bytes: number; wallMs: number }> {
   const cmd = `yes '${LINE}' | dd bs=${BLOCK} count=${bytes / BLOCK} iflag=fullblock status=none`;
@@ -133,6 +140,7 @@ export async function runRecordingCpu(o: RecordingCpuOptions): Promise<Recording
       const { kubeconfig } = procs.get(variantOf(r).key)!;
       await transfer(bin, kubeconfig, envOf(r), r.tty, BLOCK * 5, join(work, 'out'), timeoutMs);
     }
+    for (const v of VARIANTS.filter((x) => x.recorded)) await removeFinished(join(shm, v.key), rows.filter((r) => variantOf(r) === v).length);
     for (let round = 1; round <= o.rounds; round++) {
       for (const r of rows) {
         const v = variantOf(r);
@@ -150,8 +158,9 @@ export async function runRecordingCpu(o: RecordingCpuOptions): Promise<Recording
         r.rssMB.push((peak - rss0) / 1024);
         r.wallMs.push(t.wallMs);
         log(`round ${round}/${o.rounds} ${r.path} ${r.tty ? 'tty' : 'no tty'} ${r.variant}: ${(cpu / (t.bytes / 1e9)).toFixed(2)} CPU-s/GB, +${((peak - rss0) / 1024).toFixed(1)} MB RSS`);
-        // Recordings of earlier rounds are not kept (the directory is in memory).
-        if (v.recorded) for (const f of ['recorded', 'recorded-js']) rmSync(join(shm, f), { recursive: true, force: true }), mkdirSync(join(shm, f), { recursive: true });
+        // The recording is not kept (the directory is in memory): once its index entry is written
+        // (the recording has finished), its files go.
+        if (v.recorded) await removeFinished(join(shm, v.key));
       }
     }
   } finally {
@@ -165,7 +174,6 @@ export async function runRecordingCpu(o: RecordingCpuOptions): Promise<Recording
     const base = rows.find((b) => b.path === 'translation' && b.tty === r.tty && !b.recorded);
     if (base?.cpuPerGB && r.cpuPerGB !== undefined) r.ratioToTranslated = r.cpuPerGB / base.cpuPerGB;
   }
-  void statSync;
   return rows;
 }
 
