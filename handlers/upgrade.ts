@@ -46,7 +46,10 @@ export async function proxyUpgrade(
         deps.metrics.addUpgradedBytes('to_upstream', splice.bytes.toUpstream);
         deps.metrics.addUpgradedBytes('to_client', splice.bytes.toClient);
         request.log.info({ handler, firstEnd, ...splice.bytes, copy: splice.mode }, 'upgraded connection closed');
-        session?.end({ outcome: deps.sessions.stopping ? 'shutdown' : 'success', statusCode: 101, bytes: splice.bytes, exitCodeUnknown });
+        // A recorded session's tap read the exit status off the error stream: the audit line has it.
+        const seen = recording && 'exitStatus' in recording ? recording.exitStatus : undefined;
+        const exit = seen && 'exitCode' in seen ? { exitCode: seen.exitCode } : { exitCodeUnknown };
+        session?.end({ outcome: deps.sessions.stopping ? 'shutdown' : 'success', statusCode: 101, bytes: splice.bytes, ...exit });
       });
       return;
     }

@@ -109,6 +109,11 @@ export class SessionRecording implements RemoteCommandObserver {
     this.#exit ??= exit;
   }
 
+  /** The outcome seen so far (the tap decoded the error stream), if any: the passthrough's audit line takes its exit code. */
+  get exitStatus(): CastExit | undefined {
+    return this.#exit;
+  }
+
   close(bytes?: RelayedBytes): void {
     void this.finish(bytes);
   }

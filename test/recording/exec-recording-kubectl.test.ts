@@ -88,7 +88,8 @@ describe.skipIf(skip !== undefined)('session recording through the proxy (direct
         await tty.kill();
       }
       const audit = await nextAudit();
-      expect(audit).toMatchObject({ subresource, pod, path: translated ? 'translated' : 'passthrough', recordingId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+      // The exit code on the audit line: from the translator's Status, or (passthrough) from the recording's tap.
+      expect(audit).toMatchObject({ subresource, pod, path: translated ? 'translated' : 'passthrough', recordingId: expect.stringMatching(/^[0-9a-f-]{36}$/), exitCode: 3 });
       const rec = await storedRecording(dir, audit.recordingId);
       expect(rec.summary).toMatchObject({ id: audit.recordingId, subresource, pod, tty: true, exitCode: 3, result: 'complete', record: 'output' });
       const resizes = rec.events.filter((e) => e[1] === 'r').map((e) => e[2]);
@@ -119,6 +120,7 @@ describe.skipIf(skip !== undefined)('session recording through the proxy (direct
       const r = await runKubectl(findKubectl(version), ['exec', 'demo', '--', 'sh', '-c', cmd], { kubeconfig, timeoutMs: 30_000 });
       expect(r.code, summary(r)).toBe(4);
       const audit = await nextAudit();
+      expect(audit.exitCode).toBe(4);
       const rec = await storedRecording(dir, audit.recordingId);
       expect(rec.summary).toMatchObject({ subresource: 'exec', tty: false, exitCode: 4, result: 'complete' });
       expect([rec.header.width, rec.header.height]).toEqual([80, 24]);
