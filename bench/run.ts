@@ -37,6 +37,18 @@
  *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,translation-nofloor,
  *             translation-cli-floor,agent,agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
+ *   --flood   run the message-flood benchmark (bench/flood.ts, issue 26: --sessions N translated exec sessions,
+ *             default 4, each flooding the dev cluster's echo with 8-byte WebSocket frames, then with 32 KiB
+ *             messages, for --seconds S, default 30; with --quick 2 sessions, 3 s): the proxy's CPU per MB and
+ *             per frame, RSS peak and growth, the latency of concurrent plain GETs, the echo checked byte for
+ *             byte; --only tiny,bulk; print-only, not combinable with --write
+ *     --seconds S            flood window in seconds
+ *     --base DIR             also flood the proxy of another build (a copy of its bin/ and dist/), alternating with
+ *                            this tree's: the same-run before/after
+ *   --protocol-errors  run the protocol-error load (bench/protocol-errors.ts, issue 26: --sessions N running
+ *             translated exec sessions, default 200, each then sending one frame announcing 2^63 bytes and never
+ *             closing; the proxy's and the dev cluster's descriptors over time; with --quick 20 sessions); --base DIR
+ *             measures another build's proxy first; print-only
  *   --recording  run only the session-recording cost rows (bench/recording-cpu.ts: a text `cat` of 300 MB,
  *             recorded and not, passthrough and translation, tty and not; relay CPU per GB and peak RSS;
  *             2 interleaved rounds; --quick 20 MB, 1 round; --runs, --bytes) and print their table. The
@@ -53,6 +65,8 @@ import { FULL, PATHS, QUICK, pathsByKey, runBenchmarks, type BenchPath, type Mea
 import { IDLE_PATHS, idleMarkdownTable, idleTextTable, runIdleBenchmarks, type IdleOptions } from './idle.js';
 import { LATENCY_BARE, LATENCY_BATCHED, LATENCY_NGINX, LATENCY_PATHS, latencyTextTable, runLatencyBenchmarks } from './latency.js';
 import { runSlowReaderBenchmarks, slowReaderTextTable } from './slow-reader.js';
+import { FLOOD_MODES, floodTextTable, runFloodBenchmarks } from './flood.js';
+import { protocolErrorTextTable, runProtocolErrorBenchmark } from './protocol-errors.js';
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
 import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
@@ -85,6 +99,10 @@ async function main(): Promise<void> {
       'slow-reader': { type: 'boolean', default: false },
       idle: { type: 'boolean', default: false },
       'tunnel-load': { type: 'boolean', default: false },
+      flood: { type: 'boolean', default: false },
+      'protocol-errors': { type: 'boolean', default: false },
+      seconds: { type: 'string' },
+      base: { type: 'string' },
       sessions: { type: 'string' },
       'idle-sessions': { type: 'string' },
       'idle-window': { type: 'string' },
@@ -114,6 +132,43 @@ async function main(): Promise<void> {
     if (paths && paths.length === 0) throw new Error(`--paths with --idle: want passthrough and/or translation, got ${values.paths}`);
     const rows = await runIdleBenchmarks({ quick: values.quick, opts, ...(paths ? { paths } : {}), log: (l) => console.log(l) });
     console.log('\n' + idleTextTable(rows) + '\n\n' + idleMarkdownTable(rows));
+    return;
+  }
+  if (values['protocol-errors']) {
+    if (values.write) throw new Error('--protocol-errors cannot be combined with --write: its table is printed only');
+    const machine = machineInfo();
+    console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+    const rows = await runProtocolErrorBenchmark({
+      quick: values.quick,
+      ...(values.base ? { base: resolve(values.base) } : {}),
+      opts: values.sessions ? { sessions: positiveInt('--sessions', values.sessions) } : {},
+      log: (l) => console.log(l),
+    });
+    console.log(`\nload average at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+    console.log(protocolErrorTextTable(rows));
+    return;
+  }
+  if (values.flood) {
+    if (values.write) throw new Error('--flood cannot be combined with --write: its table is printed only');
+    const machine = machineInfo();
+    const load = loadavg().map((l) => l.toFixed(2)).join(', ');
+    console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${load}\n`);
+    const only = values.only?.split(',').map((m) => m.trim());
+    const modes = only ? FLOOD_MODES.filter((m) => only.includes(m.key)) : FLOOD_MODES;
+    if (modes.length === 0) throw new Error(`--flood --only: want tiny and/or bulk, got ${values.only}`);
+    const rows = await runFloodBenchmarks({
+      quick: values.quick,
+      modes,
+      ...(values.base ? { trees: [{ label: `base (${values.base})`, base: resolve(values.base) }, { label: 'this tree' }] } : {}),
+      opts: {
+        ...(values.sessions ? { sessions: positiveInt('--sessions', values.sessions) } : {}),
+        ...(values.seconds ? { windowMs: positiveInt('--seconds', values.seconds) * 1000 } : {}),
+      },
+      log: (l) => console.log(l),
+    });
+    console.log(`\nload average at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+    console.log(floodTextTable(rows));
+    if (rows.some((r) => !r.echoOk)) process.exitCode = 1;
     return;
   }
   if (values['tunnel-load']) {

@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_SHUTDOWN_GRACE_PERIOD } from '../src/config.js';
 import { ConfigError } from '../src/errors.js';
 import { heapFloorLogFields } from '../src/heap-floor.js';
+import { loggerOptions, parseLogging } from '../src/log-format.js';
 import { installShutdown } from '../src/process-shutdown.js';
 import { DEMO_MAX_CLUSTERS, parseDemoClusters, runDemo, type DemoOptions } from './demo.js';
 
@@ -34,6 +35,9 @@ Flags:
   --kubeconfig PATH               Where to write the kubeconfig (default ./.kube-stream-proxy/kubeconfig);
                                   with --clusters the agent tokens go to agents/ next to it.
   --shutdown-grace-period DURATION  As for serve (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}).
+  --logging-format text|json      Log lines for people (the default on a terminal) or JSON lines (elsewhere);
+                                  --log-format is the same flag.
+  --log-level LEVEL               trace, debug, info (default), warn, error, fatal or silent.
   -h, --help                      Show this help.
 `;
 
@@ -51,6 +55,9 @@ export async function demoCommand(argv: string[]): Promise<number | void> {
         kubeconfig: { type: 'string', default: '.kube-stream-proxy/kubeconfig' },
         clusters: { type: 'string' },
         'agent-listen': { type: 'string' },
+        'logging-format': { type: 'string' },
+        'log-format': { type: 'string' },
+        'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -67,6 +74,7 @@ export async function demoCommand(argv: string[]): Promise<number | void> {
       ...(values['shutdown-grace-period'] !== undefined ? { shutdownGracePeriod: values['shutdown-grace-period'] } : {}),
       ...(values.clusters !== undefined ? { clusters: parseDemoClusters(values.clusters) } : {}),
       ...(values['agent-listen'] !== undefined ? { agentListen: values['agent-listen'] } : {}),
+      logger: loggerOptions(parseLogging({ format: values['logging-format'] ?? values['log-format'], level: values['log-level'] })),
     };
   } catch (e) {
     process.stderr.write(`kube-stream-proxy demo: ${(e as Error).message}\n\n${DEMO_USAGE}`);

@@ -21,7 +21,7 @@ import { ConfigError } from '../src/errors.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { parseHostPort } from '../src/listen-address.js';
 import { upstreamFromFiles } from '../src/routing/upstream.js';
-import { startServer, type RunningServer } from '../src/server.js';
+import { startServer, type RunningServer, type ServerOptions } from '../src/server.js';
 import { TunnelAgent } from '../src/tunnel/agent.js';
 import { demoRecordingFlags } from './demo-recording.js';
 
@@ -51,6 +51,8 @@ export interface DemoOptions {
   clusters?: number;
   /** The proxy's agent listener with `clusters` (default 127.0.0.1:0). */
   agentListen?: string;
+  /** The proxy's logger (Fastify's `logger` option); JSON lines at info on stdout by default. */
+  logger?: ServerOptions['logger'];
 }
 
 /** One cluster of a multi-cluster demo. */
@@ -128,7 +130,7 @@ async function runSingleClusterDemo(o: DemoOptions): Promise<RunningDemo> {
       ...recording,
     });
     graceMs = config.shutdownGracePeriodMs;
-    server = await startServer(config, { logger: { level: 'info' } });
+    server = await startServer(config, { logger: o.logger ?? { level: 'info' } });
   } catch (e) {
     await metrics.metrics.close();
     await cluster.close();
@@ -199,7 +201,7 @@ async function runMultiClusterDemo(o: DemoOptions, n: number): Promise<RunningDe
       shutdownGracePeriod: o.shutdownGracePeriod,
     });
     graceMs = config.shutdownGracePeriodMs;
-    proxy = await startServer(config, { logger: { level: 'info' } });
+    proxy = await startServer(config, { logger: o.logger ?? { level: 'info' } });
     const registry = proxy.agents!;
     const log = proxy.app.log;
     for (const [i, c] of names.entries()) {

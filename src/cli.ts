@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_LISTEN, DEFAULT_SHUTDOWN_GRACE_PERIOD, DEFAULT_UPGRADE_RESPONSE_TIMEOUT, resolveConfig } from './config.js';
 import { ConfigError } from './errors.js';
 import { heapFloorLogFields } from './heap-floor.js';
+import { loggerOptions, parseLogging, type Logging } from './log-format.js';
 import { installShutdown } from './process-shutdown.js';
 import { startServer } from './server.js';
 
@@ -120,6 +121,9 @@ Other:
   --shutdown-grace-period DURATION    On SIGTERM/SIGINT: stop accepting, fail /readyz, let streaming sessions
                                       run this long, then end them with a "proxy shutting down" Status
                                       (default ${DEFAULT_SHUTDOWN_GRACE_PERIOD}). A second signal exits at once.
+  --logging-format text|json          Log lines for people (text, the default on a terminal) or JSON lines (the
+                                      default elsewhere, e.g. in a pod); --log-format is the same flag.
+  --log-level LEVEL                   trace, debug, info (default), warn, error, fatal or silent.
   -h, --help                          Show this help.
 `;
 
@@ -159,6 +163,9 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'feature-gates': { type: 'string' },
         'upgrade-response-timeout': { type: 'string' },
         'request-timeout': { type: 'string' },
+        'logging-format': { type: 'string' },
+        'log-format': { type: 'string' },
+        'log-level': { type: 'string' },
         'shutdown-grace-period': { type: 'string' },
         'apiservice-config': { type: 'string' },
         'proxy-client-cert-file': { type: 'string' },
@@ -239,7 +246,14 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
     process.stderr.write(`kube-stream-proxy serve: ${e.message}\n`);
     return 2;
   }
-  const server = await startServer(config, { logger: { level: 'info' } });
+  let logging: Logging;
+  try {
+    logging = parseLogging({ format: values['logging-format'] ?? values['log-format'], level: values['log-level'] });
+  } catch (e) {
+    process.stderr.write(`kube-stream-proxy serve: ${(e as Error).message}\n`);
+    return 2;
+  }
+  const server = await startServer(config, { logger: loggerOptions(logging) });
   server.app.log.info(heapFloorLogFields(), 'heap floor');
   // Before the line: whoever reads it may send SIGTERM at once, and it must drain, not kill.
   installShutdown(async () => {

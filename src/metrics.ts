@@ -64,6 +64,9 @@ export type DialErrorReason = 'unreachable' | 'timeout';
 /** Why the agent listener refused a connect request. */
 export type TunnelRefusalReason = 'unauthorized' | 'forbidden' | 'bad_request' | 'shutting_down';
 
+/** Why the proxy dropped an agent tunnel it had accepted (`incTunnelDropped`). */
+export type TunnelDropReason = 'no_settings' | 'ping_timeout';
+
 /**
  * The agent tunnel's metrics (src/tunnel/). Labels are the cluster name only (names come from the
  * agent token file, so they are bounded by configuration, not by clients).
@@ -79,6 +82,17 @@ export interface TunnelMetrics {
   incTunnelStream(cluster: string): void;
   /** `kube_stream_proxy_tunnel_streams_active{cluster}`: tunnel streams open now. */
   addTunnelActiveStreams(cluster: string, delta: 1 | -1): void;
+  /**
+   * `kube_stream_proxy_tunnel_stream_retries_total{cluster}`: tunnel streams that failed before the
+   * agent answered (nothing relayed yet) and were opened again on another tunnel of the cluster.
+   */
+  incTunnelStreamRetry(cluster: string): void;
+  /**
+   * `kube_stream_proxy_tunnel_agents_dropped_total{reason}`: tunnels dropped before they
+   * were ever routable or after they stopped answering: `no_settings` (the agent got its 101 and
+   * never sent its HTTP/2 SETTINGS), `ping_timeout`.
+   */
+  incTunnelDropped(reason: TunnelDropReason): void;
   /**
    * `kube_stream_proxy_tunnel_bytes_total{cluster,direction}`: the running byte totals of `cluster`'s
    * tunnel streams (one object per cluster, added to by `countTunnelBytes`), read into the counter at
@@ -268,6 +282,18 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
     help: 'The V8 old-generation floor this process started with (--initial-old-space-size; docs/operations.md), in bytes; 0 when off.',
     registers: [registry],
   }).set(currentHeapFloor().floorMb * 1024 * 1024);
+  const tunnelRetries = new Counter({
+    name: `${METRICS_NAMESPACE}_tunnel_stream_retries_total`,
+    help: 'Tunnel streams that failed before the agent answered and were opened again on another tunnel of the cluster, by cluster.',
+    labelNames: ['cluster'] as const,
+    registers: [registry],
+  });
+  const tunnelDropped = new Counter({
+    name: `${METRICS_NAMESPACE}_tunnel_agents_dropped_total`,
+    help: 'Agent tunnels the proxy dropped: no_settings (no HTTP/2 SETTINGS after the 101), ping_timeout.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
   // Tunnel bytes are plain numbers the relay adds to (src/tunnel/tunnel-bytes.ts); what they gained
   // since the last scrape goes into the counter when it is collected.
   const byteTotals = new Map<string, { totals: TunnelByteTotals; reported: TunnelByteTotals }>();
@@ -300,6 +326,8 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
     incTunnelAgentRefusal: (reason) => tunnelRefusals.inc({ reason }),
     incTunnelStream: (cluster) => tunnelStreams.inc({ cluster }),
     addTunnelActiveStreams: (cluster, delta) => tunnelActive.inc({ cluster }, delta),
+    incTunnelStreamRetry: (cluster) => tunnelRetries.inc({ cluster }),
+    incTunnelDropped: (reason) => tunnelDropped.inc({ reason }),
     incWebSocketStreamingRequest: (subresource, proxyType) => websocketStreaming.inc({ subresource, proxy_type: proxyType }),
     incStreamingRequest: (subresource, protocol, path, outcome) => streamingRequests.inc({ subresource, protocol, path, outcome }),
     incWebSocketFailure: (reason) => websocketFailures.inc({ reason }),

@@ -47,6 +47,11 @@ export class PauseGate {
     }
   }
 
+  /** Ignore every later call and leave the targets as they are (paused or not): the flow is over. */
+  dispose(): void {
+    this.#disposed = true;
+  }
+
   /** A {@link PauseTarget} view holding/releasing `reason` (for ReadThrottle). */
   asTarget(reason: string): PauseTarget {
     return { pause: () => this.hold(reason), resume: () => this.release(reason) };

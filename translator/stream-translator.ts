@@ -258,6 +258,17 @@ export class StreamTranslatorProxy {
       settle(internalErrorStatus(err.message), 500, err);
       stopper.stop(err);
     });
+    // ws could not read the client (a frame over the payload limit, too many fragments, bad UTF-8,
+    // a bad opcode): ws sent its close frame and the client socket goes within a second; the
+    // upstream streams are reset and its connection closed now, not after the finish deadline.
+    ws.on('receive-error', (err: Error) => {
+      if (protocolError) return;
+      protocolError = true;
+      log.warn({ err }, 'WebSocket protocol error from the client; session ended');
+      clientEnd ??= 'protocol_error';
+      settle(internalErrorStatus(err.message), 500, err);
+      stopper.stop(err);
+    });
     ws.on('idle', () => {
       if (stopper.stopped) return;
       log.info({}, 'translated session idle timeout');

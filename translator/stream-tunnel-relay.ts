@@ -7,14 +7,24 @@
  * Endings follow client-go's tunneling connection: close 1000 from the client is EOF (the upstream is
  * ended after what was already written), upstream EOF becomes close 1000. A text message is a
  * protocol error: the apiserver fails the read and tears both sides down (its `Close()` then sends
- * 1000); we close with 1003 Unsupported Data so the client sees why. Everything else ends both sides.
+ * 1000); we close with 1003 Unsupported Data so the client sees why. A frame `ws` cannot read (over
+ * the payload limit, too many fragments, a bad opcode: its close 1002/1008/1009) ends both sides at
+ * once, reads nothing more from the client and drops its socket within a second
+ * (translator/ws-abort.ts). Everything else ends both sides.
+ *
+ * Counts as well as bytes (issue 26): the client messages of one socket read are written upstream
+ * as one write (small ones copied together, src/piece-batch.ts), and each direction also pauses its
+ * source while more than {@link TUNNEL_HIGH_WATER_WRITES} writes are queued, whatever their bytes.
  */
 import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
 import { ReadThrottle } from '../proxy/bandwidth-limiter.js';
 import { FLUSH_DEADLINE_MS } from '../proxy/splice.js';
+import { PieceBatch } from '../src/piece-batch.js';
 import { TurnCork } from '../src/turn-cork.js';
 import type { RelayObserver } from '../src/recording/observer.js';
+import { abandonAfterReceiveError } from './ws-abort.js';
+import { MAX_MESSAGES_PER_READ } from './websocket.js';
 
 /**
  * Pause the upstream once this many bytes wait in the WebSocket's send buffer. 1 MiB: a few dozen
@@ -24,6 +34,10 @@ import type { RelayObserver } from '../src/recording/observer.js';
 export const TUNNEL_HIGH_WATER_BYTES = 1024 * 1024;
 /** Resume the upstream once the WebSocket's send buffer is down to this. */
 export const TUNNEL_LOW_WATER_BYTES = 256 * 1024;
+/** Writes (WebSocket messages to the client, writes to the upstream) queued at which the source pauses. */
+export const TUNNEL_HIGH_WATER_WRITES = 1024;
+/** Queued writes at which a source paused for their count resumes. */
+export const TUNNEL_LOW_WATER_WRITES = 256;
 
 /** WebSocket close codes the tunnel sends. */
 export const CloseCode = {
@@ -58,8 +72,11 @@ export interface TunnelRelayOptions {
 /** Why the tunnel ended: which side first, and how. */
 export interface TunnelEnd {
   side: 'client' | 'upstream';
-  /** `eof` (close 1000 / FIN), `text-message`, or `error` (anything else: other close codes, resets). */
-  reason: 'eof' | 'text-message' | 'error';
+  /**
+   * `eof` (close 1000 / FIN), `text-message`, `protocol-error` (a frame ws could not read: it sent
+   * 1002/1007/1008/1009), or `error` (anything else: other close codes, resets).
+   */
+  reason: 'eof' | 'text-message' | 'protocol-error' | 'error';
   /** The client's close code when the client ended it. */
   closeCode?: number;
 }
@@ -91,9 +108,12 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
 
   // upstream → client
   let wsFull = false;
+  /** Messages handed to ws and not yet written to the client socket. */
+  let sending = 0;
   const upThrottle = options.maxBytesPerSec > 0 ? new ReadThrottle(upstream, options.maxBytesPerSec, () => !wsFull) : undefined;
   const onSent = (err?: Error): void => {
-    if (err || !wsFull || ws.bufferedAmount > low) return;
+    sending--;
+    if (err || !wsFull || ws.bufferedAmount > low || sending > TUNNEL_LOW_WATER_WRITES) return;
     wsFull = false;
     if (!upThrottle?.throttled && ended === undefined) upstream.resume();
   };
@@ -104,35 +124,77 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
     bytes.toClient += chunk.length;
     if (observer) observer.fromUpstream(chunk);
     turn?.beforeWrite();
+    sending++;
     ws.send(chunk, { binary: true }, onSent);
-    if (ws.bufferedAmount >= high) {
+    if (ws.bufferedAmount >= high || sending >= TUNNEL_HIGH_WATER_WRITES) {
       wsFull = true;
       upstream.pause();
     }
     upThrottle?.account(chunk.length);
   };
 
-  // client → upstream
+  // client → upstream: the messages of one socket read (ws emits them in one go) are collected and
+  // written once they are all in (a microtask), as one write.
   let upstreamFull = false;
+  /** Writes handed to the upstream socket and not yet done. */
+  let writing = 0;
   const downThrottle = options.maxBytesPerSec > 0 ? new ReadThrottle(ws, options.maxBytesPerSec, () => !upstreamFull) : undefined;
+  const batch = new PieceBatch();
+  let flushQueued = false;
+  const onWritten = (): void => {
+    writing--;
+    if (upstreamFull && writing <= TUNNEL_LOW_WATER_WRITES && !upstream.writableNeedDrain) onUpstreamDrain();
+  };
+  let yielding = false;
+  const endYield = (): void => {
+    yielding = false;
+    if (!upstreamFull && !downThrottle?.throttled && ended === undefined) ws.resume();
+  };
+  const flushToUpstream = (): void => {
+    flushQueued = false;
+    if (batch.bytes === 0) return;
+    // A read of many messages yields the turn (see MAX_MESSAGES_PER_READ).
+    if (batch.count > MAX_MESSAGES_PER_READ && !yielding && ended === undefined) {
+      yielding = true;
+      ws.pause();
+      setImmediate(endYield);
+    }
+    const parts = batch.take();
+    // Also after the client's close 1000 (finish flushes what came before it, then ends the upstream).
+    if (upstream.destroyed || upstream.writableEnded) return;
+    let ok = true;
+    if (parts.length > 1) upstream.cork();
+    for (const part of parts) {
+      writing++;
+      ok = upstream.write(part, onWritten) && ok;
+    }
+    if (parts.length > 1) upstream.uncork();
+    if (!ok || writing >= TUNNEL_HIGH_WATER_WRITES) {
+      upstreamFull = true;
+      ws.pause();
+    }
+  };
   const onMessage = (data: RawData, isBinary: boolean): void => {
     if (ended !== undefined) return;
     if (!isBinary) {
+      flushToUpstream();
       finish({ side: 'client', reason: 'text-message' });
       return;
     }
     const chunk = toBuffer(data);
     bytes.toUpstream += chunk.length;
     if (observer) observer.fromClient(chunk);
-    if (!upstream.write(chunk)) {
-      upstreamFull = true;
-      ws.pause();
+    batch.add(chunk);
+    if (!flushQueued) {
+      flushQueued = true;
+      queueMicrotask(flushToUpstream);
     }
     downThrottle?.account(chunk.length);
   };
   const onUpstreamDrain = (): void => {
+    if (!upstreamFull || writing > TUNNEL_LOW_WATER_WRITES) return;
     upstreamFull = false;
-    if (!downThrottle?.throttled && ended === undefined) ws.resume();
+    if (!downThrottle?.throttled && !yielding && ended === undefined) ws.resume();
   };
 
   let resolveDone!: (end: TunnelEnd) => void;
@@ -160,8 +222,9 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
     downThrottle?.dispose();
     upstream.off('data', toClient);
     upstream.pause();
-    // Keep reading the WebSocket: the peer's close frame must get through (messages are ignored now).
-    ws.resume();
+    // Keep reading the WebSocket: the peer's close frame must get through (messages are ignored
+    // now); after a protocol error nothing more is read (abandonAfterReceiveError).
+    if (end.reason !== 'protocol-error') ws.resume();
     if (end.side === 'upstream') {
       // Close after the messages already queued (ws sends the close frame behind them).
       ws.close(end.reason === 'eof' ? CloseCode.NORMAL : CloseCode.INTERNAL_ERROR);
@@ -170,6 +233,7 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
       ws.close(CloseCode.UNSUPPORTED_DATA, 'tunnel: text messages are not supported, only binary');
       upstream.destroy();
     } else if (end.reason === 'eof' && !upstream.destroyed) {
+      flushToUpstream();
       // EOF: flush what the client sent, FIN, then drop (we no longer read, so would never see its FIN).
       const deadline = setTimeout(() => upstream.destroy(), FLUSH_DEADLINE_MS);
       deadline.unref();
@@ -190,7 +254,15 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
   };
 
   ws.on('message', onMessage);
-  ws.on('error', () => {}); // followed by 'close', which ends the tunnel
+  // A frame ws could not read (it has queued its close frame): both sides end now; the client's
+  // socket is read no more and dropped within a second. Other errors are followed by 'close'.
+  ws.on('error', () => {
+    if (ended !== undefined || wsClosed) return;
+    const socket = clientSocket ?? ((ws as unknown as { _socket?: Duplex })._socket);
+    if (socket !== undefined) abandonAfterReceiveError(socket);
+    else ws.terminate();
+    finish({ side: 'client', reason: 'protocol-error' });
+  });
   ws.on('close', (code: number) => {
     wsClosed = true;
     finish({ side: 'client', reason: code === CloseCode.NORMAL ? 'eof' : 'error', closeCode: code });

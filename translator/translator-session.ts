@@ -13,6 +13,7 @@
  */
 import { ReadThrottle } from '../proxy/bandwidth-limiter.js';
 import type { SpdyConnection, SpdyStream } from '../src/spdy/index.js';
+import { PieceBatch } from '../src/piece-batch.js';
 import { TerminalSizeDecoder } from '../src/terminal-size.js';
 import { Channel } from './channel-frame.js';
 import { decodeErrorStream, type RemoteCommandOutcome } from './error-stream.js';
@@ -84,7 +85,7 @@ export function runTranslatorSession(
   let sizes: TerminalSizeDecoder | undefined;
   let resizeDead = false;
 
-  /** One stdin message (a buffer, or the pieces it arrived in) as one DATA frame. */
+  /** Stdin data (a message, or the stdin messages of one socket read as pieces) as one SPDY write. */
   const writeStdin = (payload: Buffer | readonly Buffer[], length: number): void => {
     const stdinStream = stdin!;
     bytes.toUpstream += length;
@@ -101,6 +102,25 @@ export function runTranslatorSession(
         ws.resumeInbound('stdin');
       });
     }
+  };
+  // One resize write at a time: while one is on its way, only the latest size is kept (a flood of
+  // resize messages costs one pending string, not one queued write each) and it follows when the
+  // write is done. The terminal ends at the size the client sent last, as it would have.
+  let resizeWriting = false;
+  let latestSize: string | undefined;
+  const writeResize = (json: string): void => {
+    if (resizeWriting) {
+      latestSize = json;
+      return;
+    }
+    resizeWriting = true;
+    resize!.write(json, onResizeWritten);
+  };
+  const onResizeWritten = (): void => {
+    resizeWriting = false;
+    const json = latestSize;
+    latestSize = undefined;
+    if (json !== undefined && resize?.writable) writeResize(json);
   };
   const onMessage = (m: InboundMessage): void => {
     if (m.kind === 'data-parts') {
@@ -127,7 +147,7 @@ export function runTranslatorSession(
       try {
         for (const size of (sizes ??= new TerminalSizeDecoder()).push(m.payload)) {
           if (observer) observer.resize(size.width, size.height);
-          resize.write(JSON.stringify({ Width: size.width, Height: size.height }));
+          writeResize(JSON.stringify({ Width: size.width, Height: size.height }));
         }
       } catch (err) {
         resizeDead = true;
@@ -151,18 +171,17 @@ export function runTranslatorSession(
   // The first output chunk of an event-loop turn goes out at once (an interactive echo is not held
   // back behind the turn's other I/O callbacks: src/turn-cork.ts); the chunks after it in that turn
   // (the DATA pieces of every socket read the poll phase delivered) go out as one WebSocket message
-  // per channel run instead of one message (and one write syscall) per chunk. The channel message is
-  // a copy anyway, and the pieces are copied straight into it.
-  let pending: Buffer[] = [];
-  let pendingBytes = 0;
+  // per channel run instead of one message (and one write syscall) per chunk. Large chunks go out
+  // as the views they are; small ones (an upstream that sends tiny DATA frames) are copied together
+  // (src/piece-batch.ts), so a message's pieces, and the write requests behind them, follow its bytes.
+  // Created with the first output (an idle session holds none).
+  let pending: PieceBatch | undefined;
   let pendingChannel: typeof Channel.Stdout | typeof Channel.Stderr = Channel.Stdout;
   let flushScheduled = false;
   const flushOutput = (): void => {
-    if (pendingBytes === 0) return;
-    const payload = pending.length === 1 ? pending[0]! : pending;
-    pending = [];
-    pendingBytes = 0;
-    if (!ws.send(pendingChannel, payload)) outbound.hold('websocket');
+    if (pending === undefined || pending.bytes === 0) return;
+    const parts = pending.take();
+    if (!ws.send(pendingChannel, parts.length === 1 ? parts[0]! : parts)) outbound.hold('websocket');
   };
   const flushLater = (): void => {
     flushScheduled = false;
@@ -208,14 +227,13 @@ export function runTranslatorSession(
         if (observer) observer.output(recorded, chunk);
         if (pendingChannel !== channel) flushOutput();
         pendingChannel = channel;
-        pending.push(chunk);
-        pendingBytes += chunk.length;
+        (pending ??= new PieceBatch()).add(chunk);
         if (!flushScheduled) {
           // The turn's first chunk: send it now, and batch what follows until the turn ends.
           flushScheduled = true;
           setImmediate(flushLater);
           flushOutput();
-        } else if (pendingBytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
+        } else if (pending!.bytes >= MAX_OUTPUT_BATCH_BYTES) flushOutput();
       });
       stream.on('error', ignore);
       if (stream.readableEnded || stream.destroyed) {

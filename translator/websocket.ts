@@ -10,8 +10,11 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, type RawData } from 'ws';
 import { encodeStatus, type V1Status } from '../src/status.js';
 import { Channel, ChannelFrameError, decodeChannelMessage, encodeChannelMessage, type ChannelId, type ChannelMessage } from './channel-frame.js';
+import { PieceBatch } from '../src/piece-batch.js';
+import { channelFrameHead, encodeJoined } from './ws-frame-head.js';
 import { PauseGate } from './pause-gate.js';
-import { FastFrameReceiver } from './ws-fast-receiver.js';
+import { abandonAfterReceiveError } from './ws-abort.js';
+import { installFastReceiver, rawSocketOf, type InstalledFastReceiver, type WsInternals } from './ws-internals.js';
 
 /** Largest inbound message, as x/net/websocket's `DefaultMaxPayloadBytes`; larger ones end the session (1009). */
 export const WS_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024;
@@ -33,69 +36,25 @@ export const FINISH_CLOSE_DEADLINE_MS = 15 * 60 * 1000;
 export const WS_WRITE_HIGH_WATER_BYTES = 1024 * 1024;
 /** Output queued on the WebSocket below which paused producers resume. */
 export const WS_WRITE_LOW_WATER_BYTES = 256 * 1024;
-
-/** One channel message whose payload is `parts` joined: the channel byte and every part, copied once. */
-function encodeJoined(channel: ChannelId, parts: readonly Buffer[]): Buffer {
-  let size = 1;
-  for (const p of parts) size += p.length;
-  const out = Buffer.allocUnsafe(size);
-  out[0] = channel;
-  let at = 1;
-  for (const p of parts) at += p.copy(out, at);
-  return out;
-}
-
 /**
- * The head of one unmasked, final, binary WebSocket frame (RFC 6455 §5.2) carrying `payloadLength`
- * bytes after the channel byte, with the channel byte appended: 3, 5 or 11 bytes.
+ * Output frames queued on the WebSocket above which producers are asked to pause, whatever their
+ * bytes: a trickle of tiny messages toward a client that does not read costs a write request each.
  */
-export function channelFrameHead(channel: ChannelId, payloadLength: number): Buffer {
-  const length = payloadLength + 1;
-  // The same length encoding as ws's Sender.frame: 7 bits up to 125, 16 bits below 65,536, else 64.
-  const extended = length >= 65536 ? 8 : length > 125 ? 2 : 0;
-  const head = Buffer.allocUnsafe(3 + extended);
-  head[0] = 0x82; // FIN, opcode 2 (binary)
-  if (extended === 0) {
-    head[1] = length;
-  } else if (extended === 2) {
-    head[1] = 126;
-    head.writeUInt16BE(length, 2);
-  } else {
-    head[1] = 127;
-    head.writeUInt32BE(Math.floor(length / 0x100000000), 2);
-    head.writeUInt32BE(length >>> 0, 6);
-  }
-  head[2 + extended] = channel;
-  return head;
-}
-
+export const WS_WRITE_HIGH_WATER_FRAMES = 1024;
+/** Output frames queued below which paused producers resume (with the bytes below their low mark). */
+export const WS_WRITE_LOW_WATER_FRAMES = 256;
 /**
- * The parts of `ws` (8.x) the zero-copy send relies on. A server-side `WebSocket` without
- * permessage-deflate writes each frame straight to `_socket` as `[head, payload]` in one corked write
- * (ws's `Sender.sendFrame`); its `Sender` queues frames only while compressing or reading a Blob.
+ * A socket read that carried more client messages than this is followed by a pause of the socket
+ * until the event loop's next turn. libuv reads a busy socket up to 32 times (2 MiB) per turn; of
+ * tiny frames that is ~300k messages, tens of milliseconds in which no other connection is served.
+ * kubectl's reads carry one or two messages each and never pause here.
  */
-interface WsInternals {
-  _isServer?: unknown;
-  _socket?: unknown;
-  _extensions?: unknown;
-  _sender?: { _queue?: unknown; _firstFragment?: unknown };
-}
-
-/** Where frames can be written directly, or undefined when `ws` does not look as expected. */
-function rawSocketOf(ws: WebSocket): Duplex | undefined {
-  const w = ws as unknown as WsInternals;
-  const socket = w._socket as Partial<Duplex> | undefined;
-  const extensions = w._extensions;
-  if (w._isServer !== true || typeof extensions !== 'object' || extensions === null) return undefined;
-  if (Object.keys(extensions).length > 0) return undefined; // permessage-deflate: frames may be queued
-  if (!Array.isArray(w._sender?._queue) || w._sender._firstFragment !== true) return undefined;
-  if (typeof socket?.write !== 'function' || typeof socket.cork !== 'function' || typeof socket.uncork !== 'function') return undefined;
-  return socket as Duplex;
-}
+export const MAX_MESSAGES_PER_READ = 1024;
 
 /**
- * A stdin message as the pieces it arrived in (the fast receiver's multi-read frames): `parts`
- * joined is the payload, without the channel byte; `length` is their total.
+ * Stdin data: every stdin message of one socket read (in order), as few pieces (large messages as
+ * the views they arrived in, small ones copied together, src/piece-batch.ts): `parts` joined is the
+ * data, without channel bytes; `length` is their total. The session writes it as one SPDY write.
  */
 export interface StdinParts {
   kind: 'data-parts';
@@ -107,42 +66,10 @@ export interface StdinParts {
 /** What {@link ChannelWebSocket} emits as `'message'`. */
 export type InboundMessage = ChannelMessage | StdinParts;
 
-/** The parts of `ws` (8.x) the fast receive path relies on (see translator/ws-fast-receiver.ts). */
-interface WsReceiverInternals {
-  _receiver?: { _state?: unknown; _bufferedBytes?: unknown; _maxPayload?: unknown; _fragmented?: unknown; _errored?: unknown; writableEnded?: boolean; destroyed?: boolean };
+/** The end of a turn a busy socket yielded (see MAX_MESSAGES_PER_READ); a plain function, no closure per session. */
+function endTurn(ws: ChannelWebSocket): void {
+  ws.resumeInbound('turn');
 }
-
-/**
- * Put a {@link FastFrameReceiver} in front of `ws`'s Receiver on the client socket: `ws`'s own
- * `'data'` listener is replaced by one that parses frames and passes to `ws` only what the fast
- * path does not take. Only where `ws` looks as expected (a server socket without extensions, see
- * {@link rawSocketOf}, its Receiver at a frame boundary with nothing buffered); else returns
- * undefined and `ws` reads the socket alone.
- */
-function installFastReceiver(ws: WebSocket, socket: Duplex | undefined, onMessage: (parts: Buffer[], length: number) => void): FastFrameReceiver | undefined {
-  if (socket === undefined || process.env.KSP_WS_FAST_RECEIVE === '0') return undefined;
-  const receiver = (ws as unknown as WsReceiverInternals)._receiver;
-  if (receiver?._state !== 0 || receiver._bufferedBytes !== 0 || receiver._fragmented !== 0 || typeof receiver._maxPayload !== 'number') return undefined;
-  const wsOnData = socket.listeners('data').filter((l) => l.name === 'socketOnData');
-  if (wsOnData.length !== 1) return undefined;
-  const wsListener = wsOnData[0] as (this: Duplex, chunk: Buffer) => void;
-  const maxPayload = receiver._maxPayload > 0 ? receiver._maxPayload : Number.MAX_SAFE_INTEGER;
-  const fast = new FastFrameReceiver(maxPayload, {
-    message: onMessage,
-    // What ws's listener does, except once its Receiver failed or ended: ws removes its listener
-    // then (the socket is drained and dropped), so nothing more may reach the Receiver.
-    passThrough: (raw) => {
-      if (receiver._errored === true || receiver.writableEnded === true || receiver.destroyed === true) return;
-      wsListener.call(socket, raw);
-    },
-  });
-  socket.off('data', wsListener);
-  socket.on('data', (chunk: Buffer) => fast.push(chunk));
-  return fast;
-}
-
-/** The WebSocket's 'error' listener: its 'close' follows and ends the session. */
-function ignoreError(): void {}
 
 /** Options of {@link ChannelWebSocket}. */
 export interface ChannelWebSocketOptions {
@@ -152,10 +79,12 @@ export interface ChannelWebSocketOptions {
 
 /**
  * A v5 channel WebSocket. Events:
- * - `'message'` (ChannelMessage): each decoded client message (also while paused, for messages the
- *   socket had already read);
+ * - `'message'` (InboundMessage): each decoded client message (also while paused, for messages the
+ *   socket had already read); stdin comes as one `data-parts` message per socket read;
  * - `'drain'`: queued output fell below the low-water mark after {@link send} returned false;
  * - `'protocol-error'` (ChannelFrameError): a malformed CLOSE; the connection is already being dropped;
+ * - `'receive-error'` (Error): `ws` could not read the client (1002, 1007, 1008, 1009 sent); nothing
+ *   more is read and the socket is destroyed within a second (translator/ws-abort.ts);
  * - `'idle'`: no data message for the idle timeout;
  * - `'close'` (code, wasClean): the socket is closed; emitted once.
  */
@@ -165,17 +94,25 @@ export class ChannelWebSocket extends EventEmitter {
   readonly #raw: Duplex | undefined;
   readonly #inbound: PauseGate;
   /** The zero-copy frame parser in front of ws's Receiver, when installed. */
-  readonly #fast: FastFrameReceiver | undefined;
+  readonly #fast: InstalledFastReceiver | undefined;
   readonly #idleTimeoutMs: number;
   readonly #finishDeadlineMs: number;
   #queued = 0;
+  #queuedFrames = 0;
   #wantDrain = false;
   #lastActivity = Date.now();
   #idleTimer: NodeJS.Timeout | undefined;
   #finishing = false;
+  /** Set by a receiver error: nothing more is read, sent or handled. */
+  #aborted = false;
   #closed = false;
   #closedPromise: Promise<void> | undefined;
   #resolveClosed: (() => void) | undefined;
+  /** The stdin data of the socket read being parsed (created with the first stdin message). */
+  #stdin: PieceBatch | undefined;
+  #flushQueued = false;
+  /** Client messages of the socket read being parsed (fast receiver only). */
+  #readMessages = 0;
 
   constructor(ws: WebSocket, options: ChannelWebSocketOptions = {}) {
     super();
@@ -184,13 +121,22 @@ export class ChannelWebSocket extends EventEmitter {
     this.#idleTimeoutMs = options.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS;
     this.#finishDeadlineMs = options.finishDeadlineMs ?? FINISH_CLOSE_DEADLINE_MS;
     this.#inbound = new PauseGate([ws]);
-    // 'close' follows; a too-large message or a bad frame ends the session there.
-    ws.on('error', ignoreError);
-    this.#fast = installFastReceiver(ws, this.#raw, (parts, length) => this.#onFastMessage(parts, length));
+    // A too-large message or a bad frame: ws has queued its close frame; the session ends now.
+    ws.on('error', (err: Error) => this.#onReceiveError(err));
+    this.#fast = installFastReceiver(
+      ws,
+      this.#raw,
+      {
+        message: (parts, length) => this.#onFastMessage(parts, length),
+        small: (chunk, start, length) => this.#onSmallMessage(chunk, start, length),
+      },
+      () => this.#afterRead(),
+    );
     ws.on('message', (data: RawData) => {
       // While the fast receiver parses, ws sees control frames only; a data message from ws then
       // can only come from bytes ws read past it (its close handler drains the socket itself).
-      if (this.#fast !== undefined && !this.#fast.fallenBack) return;
+      if (this.#fast !== undefined && !this.#fast.fast.fallenBack) return;
+      this.#readMessages++;
       this.#onMessage(data);
     });
     // ws emits 'close' once: a plain listener; the promise of whenClosed() only once someone asks.
@@ -199,7 +145,7 @@ export class ChannelWebSocket extends EventEmitter {
       this.#stopIdle();
       this.#resolveClosed?.();
       this.#resolveClosed = undefined;
-      this.emit('close', code, this.#finishing);
+      this.emit('close', code, this.#finishing && !this.#aborted);
     });
     if (this.#idleTimeoutMs > 0) this.#armIdle(this.#idleTimeoutMs);
   }
@@ -212,6 +158,11 @@ export class ChannelWebSocket extends EventEmitter {
   /** True once {@link finish} was called. */
   get finishing(): boolean {
     return this.#finishing;
+  }
+
+  /** True once a receiver error ended the session (see `'receive-error'`). */
+  get aborted(): boolean {
+    return this.#aborted;
   }
 
   /** Resolves when the socket has closed. */
@@ -255,7 +206,7 @@ export class ChannelWebSocket extends EventEmitter {
     if (!this.#writeDirect(channel, parts)) {
       this.#write(Buffer.isBuffer(payload) ? encodeChannelMessage(channel, payload) : encodeJoined(channel, parts));
     }
-    if (this.#queued > WS_WRITE_HIGH_WATER_BYTES) this.#wantDrain = true;
+    if (this.#queued > WS_WRITE_HIGH_WATER_BYTES || this.#queuedFrames > WS_WRITE_HIGH_WATER_FRAMES) this.#wantDrain = true;
     return !this.#wantDrain;
   }
 
@@ -270,7 +221,8 @@ export class ChannelWebSocket extends EventEmitter {
    * destroyed if that has not happened within the finish deadline. Resolves when the socket closed.
    */
   finish(status: V1Status): Promise<void> {
-    if (this.#finishing) return this.whenClosed();
+    // After a receiver error the socket is already on its way out (within a second): nothing is sent.
+    if (this.#finishing || this.#aborted) return this.whenClosed();
     this.#finishing = true;
     this.#stopIdle();
     // Read again (and drop) whatever the client sends, so its close frame is seen.
@@ -296,6 +248,7 @@ export class ChannelWebSocket extends EventEmitter {
 
   #write(frame: Buffer): void {
     this.#queued += frame.length;
+    this.#queuedFrames++;
     this.#ws.send(frame, { binary: true }, () => this.#written(frame.length));
   }
 
@@ -320,6 +273,7 @@ export class ChannelWebSocket extends EventEmitter {
     const head = channelFrameHead(channel, size);
     const frameBytes = head.length + size;
     this.#queued += frameBytes;
+    this.#queuedFrames++;
     const done = (): void => this.#written(frameBytes);
     if (last < 0) {
       socket.write(head, done);
@@ -336,7 +290,8 @@ export class ChannelWebSocket extends EventEmitter {
 
   #written(bytes: number): void {
     this.#queued -= bytes;
-    if (this.#wantDrain && this.#queued <= WS_WRITE_LOW_WATER_BYTES) {
+    this.#queuedFrames--;
+    if (this.#wantDrain && this.#queued <= WS_WRITE_LOW_WATER_BYTES && this.#queuedFrames <= WS_WRITE_LOW_WATER_FRAMES) {
       this.#wantDrain = false;
       this.emit('drain');
     }
@@ -344,19 +299,58 @@ export class ChannelWebSocket extends EventEmitter {
 
   /** True when client frames are parsed without ws's copy (see translator/ws-fast-receiver.ts). */
   get fastReceive(): boolean {
-    return this.#fast !== undefined && !this.#fast.fallenBack;
+    return this.#fast !== undefined && !this.#fast.fast.fallenBack;
   }
 
-  /** A message from the fast receiver: one piece decodes as usual; a stdin message in pieces stays in pieces. */
+  /** The end of a socket read the fast receiver parsed: its stdin goes on; a read of many messages yields the turn. */
+  #afterRead(): void {
+    this.#flushStdin();
+    if (this.#readMessages > MAX_MESSAGES_PER_READ && !this.#finishing) {
+      this.pauseInbound('turn');
+      setImmediate(endTurn, this);
+    }
+    this.#readMessages = 0;
+  }
+
+
+  /** A message from the fast receiver: stdin joins the read's batch; anything else decodes as usual. */
   #onFastMessage(parts: Buffer[], length: number): void {
+    this.#readMessages++;
     if (this.#finishing) return;
-    if (parts.length <= 1) return this.#onMessage(parts[0] ?? Buffer.alloc(0));
-    if (parts[0]![0] !== Channel.Stdin) return this.#onMessage(Buffer.concat(parts, length));
-    parts[0] = parts[0]!.subarray(1);
+    const first = parts[0];
+    if (first === undefined) return; // an empty message: ignored
+    if (first[0] !== Channel.Stdin) return this.#onMessage(parts.length === 1 ? first : Buffer.concat(parts, length));
+    const batch = (this.#stdin ??= new PieceBatch());
+    batch.add(first.subarray(1));
+    for (let i = 1; i < parts.length; i++) batch.add(parts[i]!);
+  }
+
+  /** A whole tiny message from the fast receiver (`chunk[start, start + length)`, no Buffer made for it). */
+  #onSmallMessage(chunk: Buffer, start: number, length: number): void {
+    this.#readMessages++;
+    if (this.#finishing || length === 0) return;
+    if (chunk[start] === Channel.Stdin) return (this.#stdin ??= new PieceBatch()).addCopy(chunk, start + 1, start + length);
+    this.#onMessage(chunk.subarray(start, start + length));
+  }
+
+  /**
+   * The stdin data of the read just parsed, as one message: the messages of one socket read become
+   * one SPDY write (a few DATA frames) instead of one each, so a flood of tiny frames costs what its
+   * bytes cost (issue 26). Runs after each read the fast receiver parsed, else from a microtask.
+   */
+  #flushStdin(): void {
+    const batch = this.#stdin;
+    if (batch === undefined || batch.bytes === 0) return;
+    const length = batch.bytes;
+    const parts = batch.take();
+    if (this.#finishing) return;
     this.#touch();
-    const message: StdinParts = { kind: 'data-parts', channel: Channel.Stdin, parts, length: length - 1 };
+    const message: StdinParts = { kind: 'data-parts', channel: Channel.Stdin, parts, length };
     this.emit('message', message);
   }
+
+  /** Created with the first use (an idle session holds no closure for it). */
+  #flushTask: (() => void) | undefined;
 
   #onMessage(data: RawData): void {
     if (this.#finishing) return;
@@ -371,8 +365,40 @@ export class ChannelWebSocket extends EventEmitter {
       return;
     }
     if (message.kind === 'empty' || message.kind === 'unknown') return;
+    if (message.kind === 'data' && message.channel === Channel.Stdin) {
+      (this.#stdin ??= new PieceBatch()).add(message.payload);
+      // From ws's own Receiver outside a parsed read (no fast receiver): flushed once this turn's
+      // messages are in.
+      if (this.#fast?.fast.parsing !== true && !this.#flushQueued) {
+        this.#flushQueued = true;
+        queueMicrotask(
+          (this.#flushTask ??= (): void => {
+            this.#flushQueued = false;
+            this.#flushStdin();
+          }),
+        );
+      }
+      return;
+    }
+    // Stdin read before this message goes first (a CLOSE of stdin must follow its data).
+    this.#flushStdin();
     this.#touch();
     this.emit('message', message);
+  }
+
+  /** A receiver error (see translator/ws-abort.ts): stop reading, drop the socket within a second, tell the session. */
+  #onReceiveError(err: Error): void {
+    if (this.#aborted || this.#closed) return;
+    this.#aborted = true;
+    this.#finishing = true;
+    this.#stdin = undefined;
+    this.#stopIdle();
+    this.#inbound.dispose();
+    this.#fast?.detach();
+    const socket = (this.#ws as unknown as WsInternals)._socket as Duplex | undefined;
+    if (socket !== undefined) abandonAfterReceiveError(socket);
+    else this.#ws.terminate();
+    this.emit('receive-error', err);
   }
 
   #touch(): void {

@@ -38,6 +38,13 @@ export interface FastFrameSink {
   message(parts: Buffer[], length: number): void;
   /** Bytes for `ws`'s own Receiver, in wire order (complete control frames, or everything from a fallback on). */
   passThrough(raw: Buffer): void;
+  /**
+   * Optional: one complete binary message of at most 125 bytes whose frame lay whole in one socket
+   * read, unmasked in place: `chunk[start, start + length)` is the payload. No Buffer is made for it
+   * (a flood of tiny frames costs no allocation per frame); the bytes are valid only during the call.
+   * Without it such messages go to {@link message} like the others.
+   */
+  small?(chunk: Buffer, start: number, length: number): void;
 }
 
 const enum State {
@@ -64,6 +71,7 @@ export class FastFrameReceiver {
   #length = 0;
   /** A control frame being collected whole: its header, then its payload pieces (masked). */
   #control: Buffer[] = [];
+  #parsing = false;
 
   /**
    * @param maxPayload the largest message `ws` accepts (its `maxPayload`): larger frames go to `ws`,
@@ -85,8 +93,22 @@ export class FastFrameReceiver {
     return this.#state === State.Payload || this.#state === State.Control || this.#head.length > 0;
   }
 
+  /** True while {@link push} runs (what the sink receives then is part of that read). */
+  get parsing(): boolean {
+    return this.#parsing;
+  }
+
   /** Feed one socket read. */
   push(chunk: Buffer): void {
+    this.#parsing = true;
+    try {
+      this.#push(chunk);
+    } finally {
+      this.#parsing = false;
+    }
+  }
+
+  #push(chunk: Buffer): void {
     let at = 0;
     while (at < chunk.length) {
       switch (this.#state) {
@@ -94,6 +116,10 @@ export class FastFrameReceiver {
           this.sink.passThrough(at === 0 ? chunk : chunk.subarray(at));
           return;
         case State.Head:
+          if (this.#head.length === 0 && this.sink.small !== undefined) {
+            at = this.#smallFrames(chunk, at);
+            if (at >= chunk.length) break;
+          }
           at = this.#readHead(chunk, at);
           break;
         case State.Payload: {
@@ -118,6 +144,28 @@ export class FastFrameReceiver {
         }
       }
     }
+  }
+
+  /**
+   * The run of whole tiny data frames at `at` (FIN, binary, no RSV bits, masked, a 7-bit length
+   * within the payload limit, header and payload inside `chunk`): each is unmasked in place and handed
+   * to the sink's `small` without allocating anything. Returns where the run stopped: at the first
+   * frame of any other shape or not complete in `chunk`, which the general path then reads.
+   */
+  #smallFrames(chunk: Buffer, at: number): number {
+    const end = chunk.length;
+    const limit = Math.min(125, this.maxPayload);
+    while (end - at >= 6) {
+      const b1 = chunk[at + 1]!;
+      const length = b1 & 0x7f;
+      if (chunk[at] !== 0x82 || (b1 & 0x80) === 0 || length > limit || at + 6 + length > end) break;
+      const mask = at + 2;
+      const start = at + 6;
+      for (let i = 0; i < length; i++) chunk[start + i]! ^= chunk[mask + (i & 3)]!;
+      at = start + length;
+      this.sink.small!(chunk, start, length);
+    }
+    return at;
   }
 
   /** Collect header bytes from `chunk` at `at`; decide the frame's route once the header is whole. */

@@ -12,24 +12,36 @@ function totalLength(bufs: readonly Buffer[]): number {
 }
 
 /**
+ * Frames queued on the socket (handed to it, not yet written) at which writers wait, whatever their
+ * bytes: each frame is a write request or two in the socket's queue, so a flood of tiny DATA frames
+ * would otherwise hold ~100k of them under the byte limit (issue 26).
+ */
+export const DEFAULT_MAX_QUEUED_FRAMES = 1024;
+
+/**
  * All outgoing frames of a connection go through one FrameWriter, synchronously, so the order on
  * the wire is the order frames were produced (DATA can never overtake a SYN_STREAM). Backpressure:
- * {@link whenWritable} holds a callback while `socket.writableLength` is at or above the limit.
+ * {@link whenWritable} holds a callback while `socket.writableLength` is at or above the byte limit,
+ * or the frames not yet written are at or above the frame limit.
  */
 export class FrameWriter {
   private readonly waiters: ((err?: Error | null) => void)[] = [];
   private failure: Error | undefined;
   private readonly turn: TurnCork;
+  /** Frames handed to the socket whose write has not completed. */
+  private queuedFrames = 0;
 
   /**
    * @param socket the connection socket.
    * @param maxQueued queued-byte limit for {@link whenWritable}.
    * @param onDrop called (for debug logging) when a frame is dropped because the socket is done.
+   * @param maxQueuedFrames queued-frame limit for {@link whenWritable}.
    */
   constructor(
     private readonly socket: Duplex,
     private readonly maxQueued: number,
     private readonly onDrop: (frame: SpdyFrame) => void,
+    private readonly maxQueuedFrames = DEFAULT_MAX_QUEUED_FRAMES,
   ) {
     this.turn = new TurnCork(socket);
   }
@@ -38,6 +50,7 @@ export class FrameWriter {
   write(frame: SpdyFrame): void {
     if (this.socket.writableEnded || this.socket.destroyed) return this.onDrop(frame);
     this.batch();
+    this.queuedFrames++;
     const bufs = encodeFrame(frame);
     if (bufs.length === 1) {
       this.socket.write(bufs[0], this.release);
@@ -60,6 +73,7 @@ export class FrameWriter {
       return this.onDrop({ type: 'data', streamId, fin, data });
     }
     this.batch();
+    this.queuedFrames++;
     const header = encodeDataHeader(streamId, fin, Buffer.isBuffer(payload) ? payload.length : totalLength(payload));
     if (Buffer.isBuffer(payload) && payload.length === 0) {
       this.socket.write(header, this.release);
@@ -80,13 +94,17 @@ export class FrameWriter {
   whenWritable(cb: (err?: Error | null) => void): void {
     if (this.failure) return cb(this.failure);
     if (this.socket.writableEnded || this.socket.destroyed) return cb(new Error('SPDY connection is closed for writing'));
-    if (this.socket.writableLength < this.maxQueued) return cb();
+    if (this.belowLimits()) return cb();
     this.waiters.push(cb);
   }
 
-  /** True while the socket can take frames and its queue is below the limit. */
+  /** True while the socket can take frames and its queue is below the limits. */
   hasRoom(): boolean {
-    return this.failure === undefined && !this.socket.writableEnded && !this.socket.destroyed && this.socket.writableLength < this.maxQueued;
+    return this.failure === undefined && !this.socket.writableEnded && !this.socket.destroyed && this.belowLimits();
+  }
+
+  private belowLimits(): boolean {
+    return this.socket.writableLength < this.maxQueued && this.queuedFrames < this.maxQueuedFrames;
   }
 
   /** The socket is gone: fail waiting and future callbacks with `err`. */
@@ -105,7 +123,9 @@ export class FrameWriter {
     this.turn.beforeWrite();
   }
 
+  /** The write callback of each frame's last buffer: one frame less queued. */
   private readonly release = (): void => {
-    while (this.waiters.length > 0 && this.socket.writableLength < this.maxQueued) this.waiters.shift()!();
+    this.queuedFrames--;
+    while (this.waiters.length > 0 && this.belowLimits()) this.waiters.shift()!();
   };
 }

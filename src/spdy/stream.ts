@@ -6,6 +6,7 @@ import { Duplex } from 'node:stream';
 import { RstStatus } from './codes.js';
 import { SpdyStreamResetError } from './errors.js';
 import { normalizeHeaders, type SpdyHeaders, type SpdyHeadersInit } from './header-block.js';
+import { MAX_COPY_BUFFER_BYTES, PieceBatch, SMALL_PIECE_BYTES } from '../piece-batch.js';
 
 /** Largest DATA payload we send per frame; bigger writes are split (never into small frames). */
 export const MAX_DATA_FRAME_BYTES = 1024 * 1024;
@@ -78,6 +79,13 @@ export class SpdyStream extends Duplex {
   private resetReceived = false;
   private localFinSent = false;
   private connectionError: Error | undefined;
+  /**
+   * Small DATA payloads that arrived while the readable side was not being drained (paused, or
+   * chunks already waiting), copied together and pushed as one chunk (see {@link pushData}).
+   */
+  private held: PieceBatch | undefined;
+  /** `_read` was called and nothing was pushed since: the next DATA is pushed at once. */
+  private readPending = false;
 
   /**
    * @internal Created by `SpdyConnection` only.
@@ -127,16 +135,42 @@ export class SpdyStream extends Duplex {
     return this.resetReceived && this.connectionError === undefined;
   }
 
-  /** @internal Peer DATA; returns false when the consumer is full (pause the socket). */
+  /**
+   * @internal Peer DATA; returns false when the consumer is full (pause the socket). While chunks
+   * already wait in the readable buffer (the consumer is paused or slower) and no read is pending,
+   * payloads under SMALL_PIECE_BYTES are copied together and pushed as one chunk once 16 KiB are
+   * held or the consumer reads again (`_read`): the buffer's highWaterMark counts bytes, and a peer
+   * sending tiny DATA frames to a paused stream would otherwise queue a million chunks under it
+   * (issue 26). A consumer that keeps up gets every chunk as it comes.
+   */
   pushData(data: Buffer): boolean {
     if (this.destroyed) return true;
+    const held = this.held;
+    if (!this.readPending && data.length < SMALL_PIECE_BYTES && ((held !== undefined && held.bytes > 0) || this.readableLength > 0)) {
+      const batch = held ?? (this.held = new PieceBatch());
+      batch.add(data);
+      return batch.bytes < MAX_COPY_BUFFER_BYTES || this.pushHeld();
+    }
+    if (held !== undefined && held.bytes > 0) this.pushHeld();
+    this.readPending = false;
     return this.push(data);
+  }
+
+  /** Push what {@link held} holds (before anything later); false when the consumer is full. */
+  private pushHeld(): boolean {
+    const held = this.held;
+    if (held === undefined || held.bytes === 0 || this.destroyed) return true;
+    this.readPending = false;
+    let ok = true;
+    for (const part of held.take()) ok = this.push(part);
+    return ok;
   }
 
   /** @internal Peer FIN. */
   remoteFin(): void {
     if (this.remoteFinished) return;
     this.remoteFinished = true;
+    this.pushHeld();
     if (!this.destroyed) this.push(null);
   }
 
@@ -155,6 +189,7 @@ export class SpdyStream extends Duplex {
     if (status !== RstStatus.CANCEL) return this.destroyQuietly(new SpdyStreamResetError(this.id, status));
     if (!this.remoteFinished) {
       this.remoteFinished = true;
+      this.pushHeld();
       this.push(null);
     }
     if (this.readableEnded) this.destroy();
@@ -225,6 +260,9 @@ export class SpdyStream extends Duplex {
   }
 
   override _read(): void {
+    // The consumer wants data: what was held for it goes first (the buffer is below its mark).
+    this.readPending = true;
+    this.pushHeld();
     this.owner.streamWantsData(this);
   }
 

@@ -8,6 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { formatAgentLine, LOG_LEVELS, parseLogging, type Logging } from '../log-format.js';
 import { isLoopbackHost, parseGoDuration, parseUpstream } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { heapFloorLogFields } from '../heap-floor.js';
@@ -60,6 +61,9 @@ Flags:
   --kubeconfig PATH                   The apiserver and the agent's credentials from a kubeconfig (current context).
   --in-cluster                        The apiserver and the agent's service account from the pod: KUBERNETES_SERVICE_HOST/PORT,
                                       the service-account CA, and its token (re-read: projected tokens rotate).
+  --logging-format text|json          Log lines on stderr for people (the default on a terminal) or JSON lines
+                                      (elsewhere); --log-format is the same flag.
+  --log-level LEVEL                   trace, debug, info (default), warn, error, fatal or silent.
   -h, --help                          Show this help.
 `;
 
@@ -106,6 +110,9 @@ export async function parseAgentArgs(argv: string[], log: AgentLogger): Promise<
         'upstream-insecure-skip-tls-verify': { type: 'boolean', default: false },
         kubeconfig: { type: 'string' },
         'in-cluster': { type: 'boolean', default: false },
+        'logging-format': { type: 'string' },
+        'log-format': { type: 'string' },
+        'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -207,17 +214,44 @@ export async function parseAgentArgs(argv: string[], log: AgentLogger): Promise<
   return { help: false, options };
 }
 
-/** A JSON-lines logger on stderr (the serve command's log shape: level, time, msg, fields). */
-export function stderrLogger(): AgentLogger {
-  const line = (level: number, obj: object, msg: string): void => {
-    process.stderr.write(JSON.stringify({ level, time: Date.now(), name: 'agent', msg, ...obj }) + '\n');
+/**
+ * The agent's logger on stderr: JSON lines (the serve command's shape: level, time, msg, fields), or
+ * human lines on a terminal (`--logging-format`, src/log-format.ts), from `--log-level` up.
+ */
+export function stderrLogger(logging: Logging = parseLogging({}, process.stderr)): AgentLogger {
+  const threshold = LOG_LEVELS.indexOf(logging.level);
+  const line = (level: 30 | 40, obj: object, msg: string): void => {
+    if ((level === 30 ? LOG_LEVELS.indexOf('info') : LOG_LEVELS.indexOf('warn')) < threshold) return;
+    process.stderr.write(formatAgentLine(logging, level, obj, msg));
   };
   return { info: (obj, msg) => line(30, obj, msg), warn: (obj, msg) => line(40, obj, msg) };
 }
 
+/** `--logging-format` / `--log-format` and `--log-level` from the agent's arguments (parsed again, strictly, by {@link parseAgentArgs}). */
+function loggingFlagsOf(argv: readonly string[]): { format?: string; level?: string } {
+  const value = (names: string[]): string | undefined => {
+    for (let i = 0; i < argv.length; i++) {
+      for (const n of names) {
+        if (argv[i] === n) return argv[i + 1];
+        if (argv[i]!.startsWith(`${n}=`)) return argv[i]!.slice(n.length + 1);
+      }
+    }
+    return undefined;
+  };
+  const format = value(['--logging-format', '--log-format']);
+  const level = value(['--log-level']);
+  return { ...(format !== undefined ? { format } : {}), ...(level !== undefined ? { level } : {}) };
+}
+
 /** `agent`: run until SIGTERM/SIGINT, then send GOAWAY and exit. */
 export async function agentCommand(argv: string[]): Promise<number | void> {
-  const log = stderrLogger();
+  let log: AgentLogger;
+  try {
+    log = stderrLogger(parseLogging(loggingFlagsOf(argv), process.stderr));
+  } catch (e) {
+    process.stderr.write(`kube-stream-proxy agent: ${(e as Error).message}\n`);
+    return 2;
+  }
   let parsed;
   try {
     parsed = await parseAgentArgs(argv, log);

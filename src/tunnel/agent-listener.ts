@@ -3,9 +3,9 @@
  * they name — with a client certificate verified by `--agent-client-ca-file` whose CN is that
  * cluster (`agent-client-cert.ts`), or a bearer token from `--agent-token-file` — and on `101` the
  * connection (a raw upgrade, or a WebSocket: `websocket-carrier.ts`) becomes an HTTP/2 session
- * with the proxy as the client (see `protocol.ts`). The session is registered for its cluster
- * until it closes. Refusals are Kubernetes Status answers, logged with the reason
- * (never the token).
+ * with the proxy as the client (see `protocol.ts`). The session is registered for its cluster once
+ * the agent's HTTP/2 SETTINGS arrived, until it closes or stops answering PINGs. Refusals are
+ * Kubernetes Status answers, logged with the reason (never the token).
  */
 import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
 import { connect as http2Connect } from 'node:http2';
@@ -31,6 +31,7 @@ import {
   isValidClusterName,
   TUNNEL_HTTP2_OPTIONS,
   TUNNEL_SESSION_WINDOW_BYTES,
+  TUNNEL_SETTINGS_TIMEOUT_MS,
   TUNNEL_UPGRADE_PROTOCOL,
   UPSTREAM_HOST_HEADER,
 } from './protocol.js';
@@ -194,23 +195,50 @@ export class AgentListener {
     this.#startSession(socket, this.#o.tls ? jsStreamOver(socket) : socket, tunnel);
   }
 
-  /** Run the HTTP/2 session over `carrier` (the upgraded `socket`, or a stream over it) and register it. */
+  /**
+   * Run the HTTP/2 session over `carrier` (the upgraded `socket`, or a stream over it) and register
+   * it once it is proven: the agent's SETTINGS arrived ('remoteSettings'; Node's 'connect' fires as
+   * soon as our own preface is written, whether or not anything answers). An agent that got its 101
+   * and stays silent is dropped after {@link TUNNEL_SETTINGS_TIMEOUT_MS} and never routable; one
+   * whose PING goes unanswered leaves the registry at once.
+   */
   #startSession(socket: Duplex, carrier: Duplex, t: TunnelInfo): void {
     const { cluster, upstreamHost, auth, remoteAddress } = t;
+    const { registry, metrics, log } = this.#o;
     // Reversed roles: the agent dialed, the proxy is the HTTP/2 client on that connection.
     const session = http2Connect('http://agent.invalid', { ...TUNNEL_HTTP2_OPTIONS, createConnection: () => carrier });
-    session.on('error', (err) => this.#o.log.info({ cluster, remoteAddress, err: err.message }, 'agent tunnel error'));
-    session.once('connect', () => {
+    session.on('error', (err) => log.info({ cluster, remoteAddress, err: err.message }, 'agent tunnel error'));
+    session.once('connect', () => session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES));
+    let registered = false;
+    const settingsDeadline = setTimeout(() => {
+      if (registered || session.destroyed) return;
+      metrics?.incTunnelDropped('no_settings');
+      log.warn({ cluster, remoteAddress, timeoutMs: TUNNEL_SETTINGS_TIMEOUT_MS }, 'agent tunnel dropped: no HTTP/2 SETTINGS after the 101');
+      session.destroy();
+      socket.destroy();
+    }, TUNNEL_SETTINGS_TIMEOUT_MS);
+    settingsDeadline.unref();
+    session.once('remoteSettings', () => {
+      clearTimeout(settingsDeadline);
+      if (session.closed || session.destroyed) return;
+      registered = true;
       this.#pending.delete(socket);
-      session.setLocalWindowSize(TUNNEL_SESSION_WINDOW_BYTES);
-      this.#o.registry.add({ cluster, session, remoteAddress, upstreamHost, connectedAt: Date.now(), socket });
-      this.#o.metrics?.incTunnelAgentConnection(cluster);
-      this.#o.log.info({ cluster, remoteAddress, auth, carrier: t.carrier }, 'agent connected');
-      keepTunnelAlive(session, { onDead: (reason) => this.#o.log.warn({ cluster, remoteAddress, reason }, 'agent tunnel dead') });
+      const tunnel = { cluster, session, remoteAddress, upstreamHost, connectedAt: Date.now(), socket };
+      registry.add(tunnel);
+      metrics?.incTunnelAgentConnection(cluster);
+      log.info({ cluster, remoteAddress, auth, carrier: t.carrier }, 'agent connected');
+      keepTunnelAlive(session, {
+        onDead: (reason) => {
+          registry.retire(tunnel);
+          metrics?.incTunnelDropped('ping_timeout');
+          log.warn({ cluster, remoteAddress, reason }, 'agent tunnel dead');
+        },
+      });
     });
     session.once('close', () => {
+      clearTimeout(settingsDeadline);
       this.#pending.delete(socket);
-      this.#o.log.info({ cluster, remoteAddress }, 'agent disconnected');
+      if (registered) log.info({ cluster, remoteAddress }, 'agent disconnected');
     });
   }
 }

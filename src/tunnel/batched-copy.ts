@@ -10,7 +10,9 @@
  * written at once and the ones after it are corked until the turn ends (src/turn-cork.ts), so they
  * leave in one writev (one syscall, one wake-up of the peer) instead of one write each. The same
  * rule as the proxy's copy loop (proxy/splice.ts); the source is paused while the destination holds
- * `maxQueued` bytes or more ({@link AGENT_MAX_QUEUED_BYTES} by default), and resumed on its 'drain'.
+ * `maxQueued` bytes or more ({@link AGENT_MAX_QUEUED_BYTES} by default), or {@link AGENT_MAX_QUEUED_WRITES}
+ * writes whatever their bytes (a peer sending tiny DATA frames: each is a write request here, issue
+ * 26), and resumed once both are below (its 'drain', or the write callbacks).
  */
 import type { Readable, Writable } from 'node:stream';
 import { TurnCork } from '../turn-cork.js';
@@ -23,6 +25,11 @@ import { TurnCork } from '../turn-cork.js';
  */
 export const AGENT_MAX_QUEUED_BYTES = 256 * 1024;
 
+/** Writes queued in a destination at which the source pauses, whatever their bytes. */
+export const AGENT_MAX_QUEUED_WRITES = 1024;
+/** Queued writes at which a source paused for their count resumes. */
+const AGENT_RESUME_WRITES = 256;
+
 /**
  * Copy `src` to `dst` until `src` ends (then `dst.end()`, as `pipe` does) or `dst` closes. Errors
  * are the caller's to handle, as with `pipe`. Returns a function that stops the copy: `src` is
@@ -32,23 +39,30 @@ export function copyBatched(src: Readable, dst: Writable, maxQueued = AGENT_MAX_
   const turn = new TurnCork(dst);
   let full = false;
   let stopped = false;
+  /** Writes handed to `dst` whose callback has not run. */
+  let queued = 0;
   const onData = (chunk: Buffer): void => {
     // Nothing can be written after the destination ended or was destroyed (pipe drops it too).
     if (dst.writableEnded || dst.destroyed) return;
     turn.beforeWrite();
     // Past maxQueued (> the 16 KiB highWaterMark of the streams here) this write returned false,
     // so 'drain' follows.
-    dst.write(chunk);
-    if (dst.writableLength >= maxQueued) {
+    queued++;
+    dst.write(chunk, onWritten);
+    if (dst.writableLength >= maxQueued || queued >= AGENT_MAX_QUEUED_WRITES) {
       full = true;
       src.pause();
     }
   };
   const onDrain = (): void => {
-    if (!full) return;
+    if (!full || queued > AGENT_RESUME_WRITES || dst.writableLength >= maxQueued) return;
     full = false;
     if (!stopped) src.resume();
   };
+  function onWritten(): void {
+    queued--;
+    if (full && queued <= AGENT_RESUME_WRITES && !dst.writableNeedDrain) onDrain();
+  }
   const onEnd = (): void => {
     stop();
     if (!dst.writableEnded && !dst.destroyed) dst.end();

@@ -44,6 +44,12 @@ export const TUNNEL_PING_INTERVAL_MS = 10_000;
 /** A PING not acknowledged within this long means the tunnel is dead: it is destroyed. */
 export const TUNNEL_PING_TIMEOUT_MS = 10_000;
 
+/**
+ * After the 101, the agent (the HTTP/2 server) must send its SETTINGS within this long, or the
+ * connection is dropped; until they arrive the tunnel is not routable.
+ */
+export const TUNNEL_SETTINGS_TIMEOUT_MS = 10_000;
+
 /** Longest cluster name: a DNS-1123 subdomain. */
 export const MAX_CLUSTER_NAME_LENGTH = 253;
 

@@ -1,6 +1,7 @@
 /**
  * The route to a cluster behind an agent: the tunnel is one more way to dial. `dial()` opens one
- * HTTP/2 CONNECT stream on the cluster's newest tunnel (the agent connects it to its apiserver), and
+ * HTTP/2 CONNECT stream on one of the cluster's tunnels (the registry's pick; the agent connects it
+ * to its apiserver), once more on another tunnel when that fails before the agent answered, and
  * `request()` sends a plain HTTP/1.1 request over such a stream — so the reverse proxy, the
  * UpgradeAwareProxy, the translator and the port-forward tunnel run unchanged on top of it.
  */
@@ -11,7 +12,7 @@ import type { TunnelMetrics } from '../metrics.js';
 import type { ReviewApi } from '../api-client.js';
 import type { Route } from '../routing/route.js';
 import type { AuthHeaders } from '../routing/upstream.js';
-import type { AgentRegistry } from './agent-registry.js';
+import type { AgentRegistry, AgentTunnel } from './agent-registry.js';
 import { targetInCluster } from './cluster-path.js';
 import { countTunnelBytes } from './tunnel-bytes.js';
 import { openTunnelStream } from './tunnel-stream.js';
@@ -60,11 +61,30 @@ export class ClusterTunnelRoute implements Route {
     return this.#o.identity ?? {};
   }
 
-  /** One tunnel stream, connected by the agent to its apiserver. */
+  /**
+   * One tunnel stream, connected by the agent to its apiserver. A stream that fails before the
+   * agent answered (its tunnel closed or went away under it, the stream was reset or refused, the
+   * agent could not reach its apiserver) has relayed nothing yet, so it is opened once more on
+   * another tunnel of the cluster when there is one: a replica that flaps, or dies with streams
+   * being opened on it, costs a retry, not the request (as Go's Transport retries a request that
+   * never reached the server).
+   */
   async dial(signal?: AbortSignal): Promise<Duplex> {
     const { cluster, registry, metrics } = this.#o;
     const tunnel = registry.pick(cluster);
     if (!tunnel) throw new UpstreamUnreachableError(this.name, new Error(`cluster "${cluster}" is not connected: no agent tunnel`));
+    try {
+      return await this.#open(tunnel, signal);
+    } catch (err) {
+      const other = signal?.aborted ? undefined : registry.pick(cluster, tunnel);
+      if (other === undefined) throw err;
+      metrics?.incTunnelStreamRetry(cluster);
+      return this.#open(other, signal);
+    }
+  }
+
+  async #open(tunnel: AgentTunnel, signal: AbortSignal | undefined): Promise<Duplex> {
+    const { cluster, metrics } = this.#o;
     const stream = await openTunnelStream(tunnel.session, this.name, signal);
     if (metrics) {
       metrics.incTunnelStream(cluster);

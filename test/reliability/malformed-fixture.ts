@@ -58,6 +58,12 @@ export interface MalformedFixture {
   relayPort: number;
   /** The next relay connection is answered by `script` instead of being piped to the dev cluster. */
   scriptNext(script: RelayScript): void;
+  /**
+   * Open sockets of the relay between the proxy and the dev cluster (its side of each proxy upstream
+   * connection, and its own connection to the dev cluster): 0 once the proxy closed every upstream
+   * connection and the dev cluster saw them end.
+   */
+  relayConnections(): number;
   /** Socket descriptors of this process above the idle baseline (both ends of every connection, child pipes). */
   openConnections(): number;
   /** Wait until {@link openConnections} is back to 0 (fails with the counts after `ms`). */
@@ -117,6 +123,7 @@ export async function startMalformedFixture(flags: { upgradeResponseTimeout?: st
     proxyPort,
     relayPort,
     scriptNext: (s) => void scripts.push(s),
+    relayConnections: () => relaySockets.size,
     openConnections,
     expectNoLeak: async (ms = 5_000) => {
       // /proc/net/tcp is only read to explain a failure: on a busy host it holds tens of thousands of lines.

@@ -109,14 +109,62 @@ describe('relayTunnel', () => {
     relayTunnel(asWs(ws), up, Buffer.alloc(0), { maxBytesPerSec: 0 });
     expect(ws.paused).toBe(false);
     ws.emit('message', Buffer.alloc(8), true);
-    expect(ws.paused).toBe(false);
     ws.emit('message', Buffer.alloc(32), true);
+    // The messages of one read are written together once they are all in (a microtask later).
+    expect(up.written).toEqual([]);
+    expect(ws.paused).toBe(false);
+    await Promise.resolve();
+    expect(up.written.map((b) => b.length)).toEqual([40]);
     expect(ws.paused).toBe(true);
     const drained = new Promise<void>((resolve) => up.once('drain', () => setImmediate(resolve)));
     up.release();
     await drained;
     expect(ws.paused).toBe(false);
     expect(Buffer.concat(up.written).length).toBe(40);
+  });
+
+  it('writes a read of 5,000 one-byte messages upstream as one write, in order (issue 26)', async () => {
+    const ws = new FakeWebSocket();
+    const up = new FakeUpstream();
+    up.release();
+    relayTunnel(asWs(ws), up, Buffer.alloc(0), { maxBytesPerSec: 0 });
+    const data = Buffer.from(Array.from({ length: 5000 }, (_, i) => i % 251));
+    for (const x of data) ws.emit('message', Buffer.from([x]), true);
+    await Promise.resolve();
+    expect(up.written.length).toBeLessThanOrEqual(8);
+    expect(Buffer.concat(up.written).equals(data)).toBe(true);
+  });
+
+  it('pauses the upstream while too many messages wait to be written to the client, whatever their bytes', () => {
+    const ws = new FakeWebSocket();
+    const up = new FakeUpstream();
+    relayTunnel(asWs(ws), up, Buffer.alloc(0), { maxBytesPerSec: 0 });
+    for (let i = 0; i < 1023; i++) up.emit('data', Buffer.from([i & 0xff]));
+    expect(up.isPaused()).toBe(false);
+    up.emit('data', Buffer.from([1]));
+    expect(up.isPaused()).toBe(true);
+    ws.flush(700);
+    expect(up.isPaused()).toBe(true);
+    ws.flush(100);
+    expect(up.isPaused()).toBe(false);
+  });
+
+  it('ends both sides at once on a frame ws cannot read: upstream destroyed, client socket read no more and dropped', async () => {
+    const ws = new FakeWebSocket();
+    const up = new FakeUpstream();
+    const client = new Duplex({ read() {}, write: (_c, _e, cb) => cb() });
+    const relay = relayTunnel(asWs(ws), up, Buffer.alloc(0), { maxBytesPerSec: 0, clientSocket: client });
+    // What ws's receiverOnError does: schedule a resume of the socket, then emit 'error'.
+    process.nextTick(() => client.resume());
+    ws.emit('error', Object.assign(new RangeError('Max payload size exceeded'), { code: 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' }));
+    expect(up.destroyed).toBe(true);
+    expect(client.isPaused()).toBe(true);
+    await new Promise((r) => setImmediate(r));
+    expect(client.isPaused()).toBe(true);
+    await new Promise<void>((resolve) => client.once('close', () => resolve()));
+    expect(client.destroyed).toBe(true);
+    ws.closed(1009);
+    expect(await relay.done).toEqual({ side: 'client', reason: 'protocol-error' });
   });
 
   it('closes 1003 on a text message and destroys the upstream', async () => {

@@ -9,7 +9,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { FrameParser, encodeFrame, type SpdyFrame } from '../../src/spdy/index.js';
 import { Channel, type ChannelId } from '../../translator/channel-frame.js';
-import { channelFrameHead, ChannelWebSocket } from '../../translator/websocket.js';
+import { ChannelWebSocket } from '../../translator/websocket.js';
+import { channelFrameHead } from '../../translator/ws-frame-head.js';
 import { pattern, sha } from '../src/spdy/helpers.js';
 
 const cleanups: (() => void | Promise<void>)[] = [];

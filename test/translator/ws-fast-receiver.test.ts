@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { Channel } from '../../translator/channel-frame.js';
-import { ChannelWebSocket, type InboundMessage } from '../../translator/websocket.js';
+import { ChannelWebSocket, MAX_MESSAGES_PER_READ, type InboundMessage } from '../../translator/websocket.js';
 import { FastFrameReceiver, unmaskInPlace } from '../../translator/ws-fast-receiver.js';
 
 const cleanups: (() => void | Promise<void>)[] = [];
@@ -156,7 +156,15 @@ describe('FastFrameReceiver (pure)', () => {
 });
 
 /** A ChannelWebSocket on a real ws server with a ws client (which masks with a fresh key per frame). */
-async function pair(): Promise<{ server: ChannelWebSocket; client: WebSocket; inbound: InboundMessage[]; wait(n: number): Promise<void> }> {
+async function pair(): Promise<{
+  server: ChannelWebSocket;
+  client: WebSocket;
+  inbound: InboundMessage[];
+  wait(n: number): Promise<void>;
+  waitStdin(bytes: number): Promise<void>;
+  /** The server's socket under ws. */
+  serverSocket: import('node:net').Socket;
+}> {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false, maxPayload: 32 * 1024 * 1024 });
   await once(wss, 'listening');
   cleanups.push(() => new Promise<void>((r) => wss.close(() => r())));
@@ -174,11 +182,15 @@ async function pair(): Promise<{ server: ChannelWebSocket; client: WebSocket; in
     for (const w of waiters.splice(0)) w();
   });
   return {
+    serverSocket: (ws as unknown as { _socket: import('node:net').Socket })._socket,
     server,
     client,
     inbound,
     async wait(n: number): Promise<void> {
       while (inbound.length < n) await new Promise<void>((r) => waiters.push(r));
+    },
+    async waitStdin(bytes: number): Promise<void> {
+      while (stdinBytes(inbound).length < bytes) await new Promise<void>((r) => waiters.push(r));
     },
   };
 }
@@ -194,7 +206,7 @@ function stdinBytes(messages: InboundMessage[]): Buffer {
 }
 
 describe('ChannelWebSocket with the fast receive path', () => {
-  it('is installed on a server WebSocket and delivers kubectl-sized stdin messages byte-exact', async () => {
+  it('is installed on a server WebSocket and delivers kubectl-sized stdin messages byte-exact, one message per socket read', async () => {
     const p = await pair();
     expect(p.server.fastReceive).toBe(true);
     const sent: Buffer[] = [];
@@ -203,11 +215,44 @@ describe('ChannelWebSocket with the fast receive path', () => {
       sent.push(payload);
       p.client.send(Buffer.concat([Buffer.from([Channel.Stdin]), payload]), { binary: true });
     }
-    await p.wait(300);
-    expect(p.inbound.every((m) => m.kind === 'data' || m.kind === 'data-parts')).toBe(true);
-    // Some messages span socket reads and arrive in pieces (else the test would not cover them).
-    expect(p.inbound.some((m) => m.kind === 'data-parts')).toBe(true);
-    expect(stdinBytes(p.inbound).equals(Buffer.concat(sent))).toBe(true);
+    const total = Buffer.concat(sent);
+    await p.waitStdin(total.length);
+    expect(p.inbound.every((m) => m.kind === 'data-parts')).toBe(true);
+    // The stdin messages of a socket read come as one: fewer messages than were sent.
+    expect(p.inbound.length).toBeLessThan(300);
+    expect(stdinBytes(p.inbound).equals(total)).toBe(true);
+  });
+
+  it('merges a read full of one-byte stdin messages into one message of few pieces (issue 26)', async () => {
+    const p = await pair();
+    expect(p.server.fastReceive).toBe(true);
+    const raw = (p.client as unknown as { _socket: import('node:net').Socket })._socket;
+    // 5,000 masked 7-byte frames `[0, x]` in one write: a few socket reads on the server.
+    const data = randomBytes(5000);
+    raw.write(Buffer.concat(Array.from(data, (x) => frame(2, Buffer.from([Channel.Stdin, x])))));
+    await p.waitStdin(data.length);
+    expect(stdinBytes(p.inbound).equals(data)).toBe(true);
+    expect(p.inbound.length).toBeLessThanOrEqual(10);
+    for (const m of p.inbound) if (m.kind === 'data-parts') expect(m.parts.length).toBeLessThanOrEqual(4);
+  });
+
+  it('a read of more than MAX_MESSAGES_PER_READ messages pauses the socket until the next turn; a read of kubectl-sized messages does not', async () => {
+    const p = await pair();
+    let pauses = 0;
+    p.serverSocket.on('pause', () => pauses++);
+    const raw = (p.client as unknown as { _socket: import('node:net').Socket })._socket;
+    const big = randomBytes(5 * 32768);
+    for (let at = 0; at < big.length; at += 32768) p.client.send(Buffer.concat([Buffer.from([Channel.Stdin]), big.subarray(at, at + 32768)]), { binary: true });
+    await p.waitStdin(big.length);
+    expect(pauses).toBe(0);
+    const data = randomBytes(3 * MAX_MESSAGES_PER_READ);
+    raw.write(Buffer.concat(Array.from(data, (x) => frame(2, Buffer.from([Channel.Stdin, x])))));
+    await p.waitStdin(big.length + data.length);
+    expect(pauses).toBeGreaterThanOrEqual(1);
+    // … and resumed at the next turn.
+    await new Promise((r) => setImmediate(r));
+    expect(p.serverSocket.isPaused()).toBe(false);
+    expect(stdinBytes(p.inbound).subarray(big.length).equals(data)).toBe(true);
   });
 
   it('leaves pings to ws (answered with a pong), decodes CLOSE and resize messages, and a text message falls back to ws with nothing lost', async () => {
@@ -220,6 +265,7 @@ describe('ChannelWebSocket with the fast receive path', () => {
     p.client.send(Buffer.from([Channel.Resize, ...Buffer.from('{"Width":80,"Height":24}')]), { binary: true });
     p.client.send(Buffer.from([255, Channel.Resize]), { binary: true });
     await p.wait(3);
+    expect(p.inbound[0]!.kind).toBe('data-parts');
     expect(p.server.fastReceive).toBe(true);
     expect(p.inbound[1]).toEqual({ kind: 'data', channel: Channel.Resize, payload: Buffer.from('{"Width":80,"Height":24}') });
     expect(p.inbound[2]).toEqual({ kind: 'close', channel: Channel.Resize });
@@ -227,7 +273,7 @@ describe('ChannelWebSocket with the fast receive path', () => {
     p.client.send('\u0000text', { binary: false });
     const second = randomBytes(100_000);
     p.client.send(Buffer.concat([Buffer.from([Channel.Stdin]), second]), { binary: true });
-    await p.wait(5);
+    await p.waitStdin(first.length + 4 + second.length);
     expect(p.server.fastReceive).toBe(false);
     expect(stdinBytes(p.inbound).equals(Buffer.concat([first, Buffer.from('text'), second]))).toBe(true);
     const pong2 = once(p.client, 'pong');
@@ -253,8 +299,8 @@ describe('ChannelWebSocket with the fast receive path', () => {
     expect(p.server.fastReceive).toBe(false);
     const payload = randomBytes(100_000);
     p.client.send(Buffer.concat([Buffer.from([Channel.Stdin]), payload]), { binary: true });
-    await p.wait(1);
-    expect(p.inbound[0]!.kind).toBe('data');
+    await p.waitStdin(payload.length);
+    expect(p.inbound[0]!.kind).toBe('data-parts');
     expect(stdinBytes(p.inbound).equals(payload)).toBe(true);
   });
 

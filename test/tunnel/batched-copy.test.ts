@@ -2,12 +2,13 @@
  * copyBatched (src/tunnel/batched-copy.ts), the agent's copy loop: the first chunk of an event-loop
  * turn is written at once and the turn's later chunks reach the destination in one writev, every byte arrives in order, the source is paused
  * while the destination holds AGENT_MAX_QUEUED_BYTES and resumed on 'drain', the source's end ends the
- * destination, and a stopped copy (or a destroyed destination) leaves the source paused.
+ * destination, and a stopped copy (or a destroyed destination) leaves the source paused. Tiny chunks
+ * are bounded by their count too: the source pauses at AGENT_MAX_QUEUED_WRITES unwritten writes.
  */
 import { describe, expect, it } from 'vitest';
 import { Readable, Writable } from 'node:stream';
 import { once } from 'node:events';
-import { AGENT_MAX_QUEUED_BYTES as MAX_QUEUED_BYTES, copyBatched } from '../../src/tunnel/batched-copy.js';
+import { AGENT_MAX_QUEUED_BYTES as MAX_QUEUED_BYTES, AGENT_MAX_QUEUED_WRITES, copyBatched } from '../../src/tunnel/batched-copy.js';
 import { deterministicBytes } from '../helpers/random-data.js';
 
 /** A source whose chunks the test pushes (nothing is produced on read). */
@@ -114,5 +115,23 @@ describe('copyBatched', () => {
     expect(Buffer.concat(calls.flat()).toString()).toBe('one');
     expect(src.isPaused()).toBe(true);
     expect(src.listenerCount('data')).toBe(0);
+  });
+  it('pauses the source at AGENT_MAX_QUEUED_WRITES unwritten one-byte writes, far below the byte limit, and resumes once they are written (issue 26)', async () => {
+    const src = source();
+    const { dst, calls, release } = recorder(true);
+    copyBatched(src, dst);
+    await nextTurn();
+    const data = deterministicBytes(11, 3 * AGENT_MAX_QUEUED_WRITES);
+    for (const x of data) src.push(Buffer.from([x]));
+    await nextTurn();
+    await nextTurn();
+    expect(src.isPaused()).toBe(true);
+    // What reached the destination is bounded by the count (its bytes are nowhere near the byte limit).
+    expect(dst.writableLength).toBe(AGENT_MAX_QUEUED_WRITES);
+    expect(dst.writableLength).toBeLessThan(MAX_QUEUED_BYTES);
+    release();
+    src.push(null);
+    await once(dst, 'finish');
+    expect(Buffer.concat(calls.flat()).equals(data)).toBe(true);
   });
 });
