@@ -7,6 +7,7 @@
  *   session, the audit line names it, and `sessions play` under tmux ends on the live screen.
  * - `attach -it` to a tty pod (both clients), the same.
  * - Non-tty exec: stderr apart (SGR red), exit code, a valid asciicast v2 file.
+ * - `record: full` (kubectl 1.27 passthrough, 1.33 translated): stdin as `i` events.
  * - WebSocket v4 passthrough (@kubernetes/client-node with the translation gate off): the WebSocket tap.
  * - SPDY passthrough: a 50 MB `cat` through a recorded session arrives byte-identical (sha256) and is
  *   recorded whole, with the splice(2) fast path off (`copy: js` on the close line); the same
@@ -131,6 +132,30 @@ describe.skipIf(skip !== undefined)('session recording through the proxy (direct
       expect(rec.events.at(-1)![2]).toBe('exit 4');
       expectValidAsciicastV2(rec.text);
     });
+  });
+
+  it.each<{ version: KubectlVersion; path: string }>([
+    { version: '1.27', path: 'passthrough' },
+    { version: '1.33', path: 'translated' },
+  ])('record: full, kubectl $version ($path): stdin is recorded as i events', async ({ version, path }) => {
+    const policy = writeText(join(work, `full-${version}.yaml`), policyYaml({ match: '{pods: [demo]}', record: 'full' }));
+    const fullDir = join(work, `recordings-full-${version}`);
+    const full = await startRecordingProxy({ upstream: cluster.url, sessionRecordingConfig: policy, sessionRecordingDir: fullDir });
+    try {
+      const kc = join(work, `kubeconfig-full-${version}`);
+      writeKubeconfig(kc, { server: full.url, name: 'full' });
+      const r = await runKubectl(findKubectl(version), ['exec', '-i', 'demo', '--', 'sh', '-c', 'read line; echo "got $line"'], { kubeconfig: kc, stdin: Buffer.from('typed-secret\n'), timeoutMs: 30_000 });
+      expect(r.code, summary(r)).toBe(0);
+      const audit = await full.audit(1);
+      expect(audit.path).toBe(path);
+      const rec = await storedRecording(fullDir, audit.recordingId);
+      expect(rec.summary).toMatchObject({ record: 'full', exitCode: 0 });
+      expect(rec.events.filter((e) => e[1] === 'i').map((e) => e[2]).join('')).toBe('typed-secret\n');
+      expect(outputOf(rec.events)).toBe('got typed-secret\r\n');
+      expectValidAsciicastV2(rec.text);
+    } finally {
+      await full.close();
+    }
   });
 
   it('kubectl 1.33 forced onto SPDY: recorded on the passthrough', async () => {
