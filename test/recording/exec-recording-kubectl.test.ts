@@ -131,6 +131,11 @@ describe.skipIf(skip !== undefined)('session recording through the proxy (direct
       expect(out).toContain('quote" back\\ tab\té\r\n');
       expect(rec.events.at(-1)![2]).toBe('exit 4');
       expectValidAsciicastV2(rec.text);
+      // Played in a terminal: the lines as the client's terminal showed them, stderr among them.
+      const played = await playUnderTmux(audit.recordingId, dir, 80, 24, work);
+      // (stdout and stderr are two streams: their order is the order they reached the proxy.)
+      expect(played[3]).toBe('play-exit=0');
+      expect(played.slice(0, 3)).toEqual(expect.arrayContaining(['err', 'out', expect.stringMatching(/^quote" back\\ tab +é$/)]));
     });
   });
 
