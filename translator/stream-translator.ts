@@ -308,6 +308,8 @@ export class StreamTranslatorProxy {
       ws.off('message', queue);
       failure = e;
       outcome = statusOfError(e);
+      // The recording ends with what the client was told (the upstream failed, the client left, …).
+      recording?.exit({ error: outcome.status.message ?? `failure (${outcome.code})` });
     }
     settle(outcome.status, outcome.code, failure);
     // A session cut short (client gone, idle timeout, malformed CLOSE, shutdown) abandons the upstream
