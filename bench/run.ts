@@ -58,6 +58,10 @@
  *             translated exec sessions, default 200, each then sending one frame announcing 2^63 bytes and never
  *             closing; the proxy's and the dev cluster's descriptors over time; with --quick 20 sessions); --base DIR
  *             measures another build's proxy first; print-only
+ *   --recording  run only the session-recording cost rows (bench/recording-cpu.ts: a text `cat` of 300 MB,
+ *             recorded and not, passthrough and translation, tty and not; relay CPU per GB and peak RSS;
+ *             2 interleaved rounds; --quick 20 MB, 1 round; --runs, --bytes) and print their table. The
+ *             full run (no mode flag) runs them last (--no-recording leaves them out).
  *   --callgrind  with --cpu: run the Node relays under valgrind's callgrind and add each one's
  *             instructions per MB (repeatable on a loaded machine; wall and CPU-s are then meaningless);
  *             the agent rows count the agent process too (its own column)
@@ -76,6 +80,7 @@ import { protocolErrorTextTable, runProtocolErrorBenchmark } from './protocol-er
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
 import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
+import { RECORDING_CPU_FULL, RECORDING_CPU_QUICK, recordingCpuTextTable, runRecordingCpu } from './recording-cpu.js';
 import { machineInfo } from './machine.js';
 import { markdownReport, textTable } from './report.js';
 
@@ -117,6 +122,8 @@ async function main(): Promise<void> {
       'cpu-prof': { type: 'string' },
       cpu: { type: 'boolean', default: false },
       'no-cpu': { type: 'boolean', default: false },
+      recording: { type: 'boolean', default: false },
+      'no-recording': { type: 'boolean', default: false },
       callgrind: { type: 'boolean', default: false },
       auth: { type: 'boolean', default: false },
       'auth-baseline': { type: 'string' },
@@ -252,6 +259,10 @@ async function main(): Promise<void> {
     await cpuBench(values, pathKeys, install, values.runs, values.bytes, values.only);
     return;
   }
+  if (values.recording) {
+    await recordingBench(values.quick, values.runs, values.bytes);
+    return;
+  }
   const preset = values.quick ? QUICK : FULL;
   const runs = values.runs ? Number(values.runs) : preset.runs;
   const bytes = values.bytes ? Number(values.bytes) : preset.bytes;
@@ -280,6 +291,23 @@ async function main(): Promise<void> {
     console.log('\nCPU per byte relayed (bench/cpu.ts):\n');
     await cpuBench(values, undefined, install, undefined, undefined, undefined);
   }
+  if (!values['no-recording'] && !values.only && !values.paths) {
+    console.log('\nSession recording cost (bench/recording-cpu.ts):\n');
+    await recordingBench(values.quick, undefined, undefined);
+  }
+}
+
+/** The `--recording` rows (also the last part of the full run). */
+async function recordingBench(quick: boolean | undefined, runsText: string | undefined, bytesText: string | undefined): Promise<void> {
+  const preset = quick ? RECORDING_CPU_QUICK : RECORDING_CPU_FULL;
+  const rounds = runsText ? positiveInt('--runs', runsText) : preset.rounds;
+  const bytes = bytesText ? positiveInt('--bytes', bytesText) : preset.bytes;
+  const machine = machineInfo();
+  console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
+  console.log(`recorded and unrecorded text cat of ${bytes / 1e6} MB, ${rounds} interleaved round(s)\n`);
+  const rows = await runRecordingCpu({ bytes, rounds, log: (l) => console.log(l) });
+  console.log('\n' + recordingCpuTextTable(rows));
+  console.log(`\nload average at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
 }
 
 /** The `--cpu` benchmark (also the last part of the full run). */

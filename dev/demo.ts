@@ -29,6 +29,7 @@ import { parseHostPort } from '../src/listen-address.js';
 import { upstreamFromFiles } from '../src/routing/upstream.js';
 import { startServer, type RunningServer, type ServerOptions } from '../src/server.js';
 import { TunnelAgent } from '../src/tunnel/agent.js';
+import { demoRecordingFlags } from './demo-recording.js';
 
 /** How long the demo's shutdown waits for its agents once the proxy has closed their tunnels. */
 export const DEMO_AGENT_STOP_WAIT_MS = 2_000;
@@ -141,6 +142,8 @@ async function runSingleClusterDemo(o: DemoOptions, oidc?: DemoOidc): Promise<Ru
   }
   let server: RunningServer;
   let graceMs: number;
+  // Pod demo's sessions are recorded (dev/demo-recording.ts).
+  const recording = demoRecordingFlags(dirname(o.kubeconfig));
   try {
     const config = await resolveConfig({
       listen: o.listen,
@@ -151,6 +154,7 @@ async function runSingleClusterDemo(o: DemoOptions, oidc?: DemoOidc): Promise<Ru
       proxyClientCertFile: metrics.proxyClientCertFile,
       proxyClientKeyFile: metrics.proxyClientKeyFile,
       ...oidc?.serveFlags,
+      ...recording,
     });
     graceMs = config.shutdownGracePeriodMs;
     server = await startServer(config, { logger: o.logger ?? { level: 'info' } });
@@ -171,7 +175,9 @@ async function runSingleClusterDemo(o: DemoOptions, oidc?: DemoOidc): Promise<Ru
       `dev-metrics (metrics.k8s.io, aggregated) listening on ${dm.url}\n` +
       `kube-stream-proxy listening on ${proxy.url}, upstream ${cluster.url}\n` +
       `kubeconfig written to ${o.kubeconfig}\n` +
-      `try:\n  KUBECONFIG=${o.kubeconfig} kubectl exec -it demo -- sh\n`,
+      `session recordings of pod demo in ${recording.sessionRecordingDir}\n` +
+      `try:\n  KUBECONFIG=${o.kubeconfig} kubectl exec -it demo -- sh\n` +
+      `  node bin/kube-stream-proxy.js sessions list --dir ${recording.sessionRecordingDir}\n`,
     shutdown: async () => {
       await proxy.shutdown(graceMs);
       await dm.close();

@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import type { ClientInfo } from '../proxy/forwarded-headers.js';
 import type { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import type { FeatureGates } from '../src/feature-gate.js';
+import type { SessionRecorder } from '../src/recording/session-recorder.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import type { StreamingSessions } from '../src/streaming-sessions.js';
 import type { Route } from '../src/routing/route.js';
@@ -31,6 +32,8 @@ export interface HandlerDeps {
   upgradeResponseTimeoutMs: number;
   /** `--request-timeout` in ms for plain requests that are not long-running; 0 = none. */
   requestTimeoutMs?: number;
+  /** Session recording (`--session-recording-config`); absent: nothing is recorded. */
+  recorder?: SessionRecorder;
 }
 
 /** The client-side facts the forwarded headers need. */

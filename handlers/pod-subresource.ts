@@ -16,6 +16,8 @@ import { validateNamespace, validatePodName } from './pod-name.js';
 import { leaveBodiesUnread } from './raw-body.js';
 import { sendStatus } from './status-reply.js';
 import { proxyUpgrade } from './upgrade.js';
+import { startRecording } from './recording-start.js';
+import type { BegunRecording } from '../src/recording/session-recorder.js';
 import { upgradeOf } from './upgrade-context.js';
 
 
@@ -47,9 +49,10 @@ export interface UpgradeDelegate {
   matches(request: FastifyRequest<{ Params: PodParams }>, deps: HandlerDeps): boolean;
   /**
    * Serve the request; it hijacks the reply itself. Resolves once the handshake is settled. It must
-   * end `session` exactly once (now, or when the session ends).
+   * end `session` exactly once (now, or when the session ends), and close `recording` (when given)
+   * once the session is over or was never upgraded.
    */
-  serve(request: FastifyRequest<{ Params: PodParams }>, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession): Promise<void>;
+  serve(request: FastifyRequest<{ Params: PodParams }>, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession, recording?: BegunRecording): Promise<void>;
 }
 
 /** True when the client asked for a WebSocket (any `Upgrade` token `websocket`). */
@@ -109,11 +112,24 @@ export function podSubresourceRoutes(
           return sendStatus(reply, error.toStatus());
         }
         if (websocket) deps.metrics.incWebSocketStreamingRequest(subresource, delegated ? 'translated_at_apiserver' : 'proxied_to_kubelet');
+        // Session recording: decided and opened before any upgrade (an enforced one that cannot start is refused here).
+        let recording: BegunRecording | undefined;
+        if (deps.recorder) {
+          const started = await startRecording(deps.recorder, request, subresource);
+          if (started.kind === 'refused') {
+            session.end({ outcome: 'recording_unavailable', statusCode: 503, message: started.message });
+            return sendStatus(reply, started.status);
+          }
+          if (started.kind === 'recorded') {
+            recording = started.recording;
+            session.facts.recordingId = recording.id;
+          }
+        }
         if (delegated) {
-          await delegated.serve(request, reply, upgrade, deps, session);
+          await delegated.serve(request, reply, upgrade, deps, session, recording);
           return reply;
         }
-        await proxyUpgrade(request, reply, upgrade, deps, subresource, session);
+        await proxyUpgrade(request, reply, upgrade, deps, subresource, session, recording);
         return reply;
       },
     });

@@ -12,6 +12,8 @@ import { StreamTunnelProxy } from '../translator/stream-tunnel.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import { podSubresourceRoutes, type PodParams, type UpgradeDelegate } from './pod-subresource.js';
 import type { UpgradeContext } from './upgrade-context.js';
+import { closeUnusedRecording } from './recording-start.js';
+import type { BegunRecording } from '../src/recording/session-recorder.js';
 
 /** One tunnel per server (per deps object), with the passthrough's limits and timeouts. */
 const tunnels = new WeakMap<HandlerDeps, StreamTunnelProxy>();
@@ -42,10 +44,11 @@ export const portForwardTunnelDelegate: UpgradeDelegate = {
     return deps.featureGates.PortForwardWebsockets && isTunnelingRequest(request.raw.rawHeaders);
   },
 
-  async serve(request: FastifyRequest<{ Params: PodParams }>, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession): Promise<void> {
+  async serve(request: FastifyRequest<{ Params: PodParams }>, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession, recording?: BegunRecording): Promise<void> {
     // Hijacking comes first and is final: from here on every answer is raw bytes on the socket.
     reply.hijack();
-    const outcome = await tunnelFor(deps).tryTunnel(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto));
+    const outcome = await tunnelFor(deps).tryTunnel(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto), recording);
+    if (outcome.kind !== 'tunneled') closeUnusedRecording(recording, `not tunneled (${outcome.statusCode})`);
     deps.metrics.incUpgradeRequest('portforward', outcome.statusCode);
     if (outcome.kind !== 'client-gone') deps.metrics.incStreamTunnelRequest(outcome.tunnelCode);
     switch (outcome.kind) {

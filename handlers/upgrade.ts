@@ -10,11 +10,14 @@ import { dialErrorReason, type StreamingSession } from '../src/streaming-session
 import { routeOf } from '../src/routing/route.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import type { UpgradeContext } from './upgrade-context.js';
+import { closeUnusedRecording } from './recording-start.js';
+import type { BegunRecording } from '../src/recording/session-recorder.js';
 
 /**
  * Proxy the upgrade. Resolves once the upstream has answered (not when the upgraded connection ends).
  * Hijacking comes first and is final: from here on every answer is raw bytes on the socket.
- * `session` (pod streaming subresources only) is ended here or when the connection ends.
+ * `session` (pod streaming subresources only) is ended here or when the connection ends;
+ * `recording` is tapped by the splice (which closes it), or closed here when there is no 101.
  */
 export async function proxyUpgrade(
   request: FastifyRequest,
@@ -23,9 +26,11 @@ export async function proxyUpgrade(
   deps: HandlerDeps,
   handler: HandlerLabel,
   session?: StreamingSession,
+  recording?: BegunRecording,
 ): Promise<void> {
   reply.hijack();
-  const outcome = await deps.upgradeProxy.tryUpgrade(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto));
+  const outcome = await deps.upgradeProxy.tryUpgrade(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto), recording);
+  if (outcome.kind !== 'upgraded') closeUnusedRecording(recording, outcome.kind === 'error' && outcome.error instanceof Error ? outcome.error.message : `not upgraded (${outcome.statusCode})`);
   deps.metrics.incUpgradeRequest(handler, outcome.statusCode);
   routeOf(request.raw, deps.upstream).observe?.(outcome.statusCode);
   const exitCodeUnknown = PASSTHROUGH_EXIT_CODE_UNKNOWN;
@@ -40,8 +45,11 @@ export async function proxyUpgrade(
         deps.metrics.addUpgradedConnections(handler, -1);
         deps.metrics.addUpgradedBytes('to_upstream', splice.bytes.toUpstream);
         deps.metrics.addUpgradedBytes('to_client', splice.bytes.toClient);
-        request.log.info({ handler, firstEnd, ...splice.bytes }, 'upgraded connection closed');
-        session?.end({ outcome: deps.sessions.stopping ? 'shutdown' : 'success', statusCode: 101, bytes: splice.bytes, exitCodeUnknown });
+        request.log.info({ handler, firstEnd, ...splice.bytes, copy: splice.mode }, 'upgraded connection closed');
+        // A recorded session's tap read the exit status off the error stream: the audit line has it.
+        const seen = recording && 'exitStatus' in recording ? recording.exitStatus : undefined;
+        const exit = seen && 'exitCode' in seen ? { exitCode: seen.exitCode } : { exitCodeUnknown };
+        session?.end({ outcome: deps.sessions.stopping ? 'shutdown' : 'success', statusCode: 101, bytes: splice.bytes, ...exit });
       });
       return;
     }

@@ -26,4 +26,4 @@ const nodedir = join(dirname(process.execPath), '..');
 if (existsSync(join(nodedir, 'include', 'node', 'node_api.h'))) args.push(`--nodedir=${nodedir}`);
 const r = spawnSync(process.execPath, args, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], timeout: 300_000 });
 if (r.status !== 0) skip(`node-gyp exited ${r.status ?? r.signal}`);
-console.log('kube-stream-proxy: native splice addon built (build/Release/ksp_splice.node)');
+console.log('kube-stream-proxy: native addons built (build/Release/ksp_splice.node: the splice(2) relay; ksp_cast.node: session recording output encoding)');

@@ -7,6 +7,8 @@
 import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
+import type { RelayObserver } from '../src/recording/observer.js';
+import type { V1Status } from '../src/status.js';
 import { TurnCork } from '../src/turn-cork.js';
 import { ReadThrottle } from './bandwidth-limiter.js';
 import { NativeEnd, loadNativeSplice, type NativeSpliceAddon, type NativeSpliceHandle } from './splice-native.js';
@@ -38,7 +40,17 @@ export interface SpliceOptions {
    * they hold no thread, pipes or extra descriptors.
    */
   nativeAfterBytes?: number;
+  /**
+   * Session recording (src/recording/observer.ts): a tap handed every chunk of both directions
+   * before it is written on, and `close` with the byte counts at the end. Turns the splice(2) fast
+   * path off (the kernel copy never shows the bytes). On its `fatal` abort (an enforced recording
+   * failed) the session is ended with the recording's Status ({@link RECORDING_END_DEADLINE_MS}).
+   */
+  observer?: RelayObserver;
 }
+
+/** How long an enforced recording's end may wait for the upstream's frame boundary before both sides are cut. */
+export const RECORDING_END_DEADLINE_MS = 1_000;
 
 /**
  * Bytes after which an upgraded connection moves to the splice(2) fast path, like HAProxy's
@@ -83,7 +95,8 @@ function closeSocket(socket: Duplex): Promise<void> {
  * early frames) must have been written by the caller. Paused sockets are resumed.
  */
 export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceOptions): Splice {
-  const found = options.maxBytesPerSec === 0 && options.native !== false ? loadNativeSplice() : undefined;
+  const observer = options.observer;
+  const found = options.maxBytesPerSec === 0 && options.native !== false && observer === undefined ? loadNativeSplice() : undefined;
   const addon = found && spliceableFd(client) !== undefined && spliceableFd(upstream) !== undefined ? found : undefined;
   const nativeAfter = options.nativeAfterBytes ?? NATIVE_SPLICE_AFTER_BYTES;
   if (addon && nativeAfter <= 0) return nativeSplice(addon, client as Socket, upstream as Socket, { toUpstream: 0, toClient: 0 });
@@ -112,7 +125,7 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
     });
   };
 
-  const direction = (src: Duplex, dst: Duplex, count: (n: number) => void, side: SpliceEnd): void => {
+  const direction = (src: Duplex, dst: Duplex, count: (n: number) => void, side: SpliceEnd, tap: ((chunk: Buffer) => void) | undefined): void => {
     let dstFull = false;
     const throttle = options.maxBytesPerSec > 0 ? new ReadThrottle(src, options.maxBytesPerSec, () => !dstFull) : undefined;
     // The first read of an event-loop turn is written at once; the reads after it in the same turn
@@ -120,6 +133,7 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
     const turn = new TurnCork(dst);
     const onData = (chunk: Buffer): void => {
       count(chunk.length);
+      if (tap) tap(chunk);
       turn.beforeWrite();
       dst.write(chunk);
       // Past MAX_QUEUED_BYTES the write above returned false (it is > highWaterMark), so 'drain' follows.
@@ -141,6 +155,7 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
     src.on('end', onEnd);
     src.on('close', onEnd);
     src.on('error', onEnd);
+    if (side === 'upstream') stopUpstreamData = () => src.off('data', onData);
     stops.push(() => {
       throttle?.dispose();
       src.off('data', onData);
@@ -154,6 +169,7 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
 
   let resolveDone!: (end: SpliceEnd) => void;
   const done = new Promise<SpliceEnd>((resolve) => (resolveDone = resolve));
+  let stopUpstreamData: (() => void) | undefined;
 
   const finish = (side: SpliceEnd): void => {
     if (firstEnd !== undefined || native) return; // after the switch the native splice owns the end
@@ -162,8 +178,18 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
     void Promise.all([closeSocket(client), closeSocket(upstream)]).then(() => resolveDone(side));
   };
 
-  direction(client, upstream, (n) => (counted.toUpstream += n), 'client');
-  direction(upstream, client, (n) => (counted.toClient += n), 'upstream');
+  direction(client, upstream, (n) => (counted.toUpstream += n), 'client', observer ? (c) => observer.fromClient(c) : undefined);
+  direction(upstream, client, (n) => (counted.toClient += n), 'upstream', observer ? (c) => observer.fromUpstream(c) : undefined);
+  if (observer) {
+    void done.then(() => observer.close(counted));
+    // The abort may come from inside a tap call (a sink error during onData): act once the chunk in
+    // hand was written, still in this turn, so the plan starts after every byte the client has got.
+    observer.fatal.addEventListener('abort', () =>
+      queueMicrotask(() => {
+        if (firstEnd === undefined) endRecorded(observer, client, upstream, (n) => (counted.toClient += n), stopUpstreamData!, () => finish('upstream'));
+      }),
+    );
+  }
   return {
     done,
     bytes,
@@ -171,6 +197,47 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
       return native ? 'native' : 'js';
     },
   };
+}
+
+/**
+ * An enforced recording failed mid-session: end it with the recording's Status in the client's
+ * protocol (docs/recording.md, "Wiring"). The upstream's chunks go through the tap's plan from now
+ * on — the rest of the frame in progress, then the Status and the protocol's end — and both sides
+ * close; if no frame boundary comes within {@link RECORDING_END_DEADLINE_MS}, both are destroyed.
+ */
+function endRecorded(observer: RelayObserver, client: Duplex, upstream: Duplex, count: (n: number) => void, stopUpstreamData: () => void, finish: () => void): void {
+  const deadline = setTimeout(() => {
+    client.destroy();
+    upstream.destroy();
+  }, RECORDING_END_DEADLINE_MS);
+  deadline.unref();
+  const reason = observer.fatal.reason as { toStatus?: () => V1Status } | undefined;
+  const plan = typeof reason?.toStatus === 'function' ? observer.terminate(reason.toStatus()) : undefined;
+  stopUpstreamData();
+  if (!plan) {
+    client.destroy();
+    upstream.destroy();
+    return;
+  }
+  let ended = false;
+  const cut = (chunk: Buffer): void => {
+    if (ended) return;
+    const { forward, done } = plan.cut(chunk);
+    if (forward.length > 0) {
+      count(forward.length);
+      client.write(forward);
+    }
+    if (!done) return;
+    ended = true;
+    upstream.off('data', cut);
+    client.write(plan.bytes);
+    // Flushes what was written, then FIN; the deadline still bounds it.
+    client.once('close', () => clearTimeout(deadline));
+    finish();
+  };
+  upstream.on('data', cut);
+  cut(Buffer.alloc(0));
+  upstream.resume();
 }
 
 /** Node's TCP handle of a socket (internal, stable since Node 0.x). */

@@ -29,6 +29,8 @@ import type { CompleteResponseHead } from './response-head.js';
 import { relayErrorResponse } from './relay-error-response.js';
 import { spliceSockets, type Splice } from './splice.js';
 import { closeAfterAnswer } from './close-after-answer.js';
+import { relayObserverFor } from '../src/recording/relay-observer.js';
+import type { BegunRecording } from '../src/recording/session-recorder.js';
 import { exchangeUpgradeHead } from './upstream-exchange.js';
 
 /** The few settings the one caller needs (not Go's pile of booleans). */
@@ -59,6 +61,11 @@ function isProtocolHeader(lowerName: string): boolean {
   return lowerName === 'x-stream-protocol-version' || lowerName.startsWith('sec-websocket-');
 }
 
+/** The protocol a recorded session's tap parses: the client asked for a WebSocket, or SPDY/3.1. */
+function negotiated(requested: readonly string[], streamProtocol: string | undefined, wsProtocol: string | undefined): { kind: 'spdy' | 'websocket'; subprotocol: string } {
+  return requested.includes('websocket') ? { kind: 'websocket', subprotocol: (wsProtocol ?? '').trim() } : { kind: 'spdy', subprotocol: (streamProtocol ?? '').trim() };
+}
+
 /** Proxies one upgrade request at a time; one instance serves the whole server. */
 export class UpgradeAwareProxy {
   readonly #options: UpgradeAwareProxyOptions;
@@ -75,8 +82,10 @@ export class UpgradeAwareProxy {
   /**
    * Proxy an upgrade request whose client socket the caller has hijacked. `head` holds the bytes
    * Node read past the request head. Never throws: every failure is answered on `socket`.
+   * `recording` (session recording, begun by the handler): after a 101 the splice taps it (with the
+   * splice(2) fast path off); the caller closes it when there was no 101.
    */
-  async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo): Promise<UpgradeOutcome> {
+  async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo, recording?: BegunRecording): Promise<UpgradeOutcome> {
     // Leave later client bytes in the socket until the upstream has said 101; they are relayed then.
     socket.pause();
     const upstream = routeOf(req, this.#options.upstream);
@@ -99,7 +108,7 @@ export class UpgradeAwareProxy {
         return { kind: 'error', statusCode: status.code ?? 500, error: exchange.error };
       }
       case 'answered':
-        return this.#answer(req, socket, exchange.upstreamSocket, exchange.response, head);
+        return this.#answer(req, socket, exchange.upstreamSocket, exchange.response, head, recording);
     }
   }
 
@@ -113,7 +122,7 @@ export class UpgradeAwareProxy {
     return [['Host', host], ...pairs, ['Connection', 'Upgrade'], ...upgradeLines];
   }
 
-  #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Duplex, response: CompleteResponseHead, early: Buffer): UpgradeOutcome {
+  #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Duplex, response: CompleteResponseHead, early: Buffer, recording: BegunRecording | undefined): UpgradeOutcome {
     const { head } = response;
     const raw = response.rest.length > 0 ? Buffer.concat([response.headBytes, response.rest]) : response.headBytes;
     if (head.statusCode === 101) {
@@ -126,10 +135,15 @@ export class UpgradeAwareProxy {
         closeAfterAnswer(socket, error.toStatus());
         return { kind: 'error', statusCode: 500, error };
       }
+      // Recorded: the tap sees the stream from its first byte after each head (docs/recording.md, "Wiring").
+      const observer = recording ? relayObserverFor(recording, negotiated(requested, head.headers.get('x-stream-protocol-version'), head.headers.get('sec-websocket-protocol'))) : undefined;
+      if (observer && early.length > 0) observer.fromClient(early);
+      if (observer && response.rest.length > 0) observer.fromUpstream(response.rest);
       socket.write(raw);
       // The 101 is in: the client's early bytes are the upgraded stream's first bytes.
       if (early.length > 0) upstreamSocket.write(early);
-      return { kind: 'upgraded', statusCode: 101, splice: spliceSockets(socket, upstreamSocket, { maxBytesPerSec: this.#options.maxBytesPerSec }) };
+      const options = observer ? { maxBytesPerSec: this.#options.maxBytesPerSec, native: false, observer } : { maxBytesPerSec: this.#options.maxBytesPerSec };
+      return { kind: 'upgraded', statusCode: 101, splice: spliceSockets(socket, upstreamSocket, options) };
     }
     if (head.statusCode >= 400) {
       relayErrorResponse(socket, upstreamSocket, raw, response, req.method === 'HEAD');

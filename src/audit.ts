@@ -52,6 +52,8 @@ export interface AuditEvent {
   outcome: SessionOutcome;
   /** The error or Status message, for failed outcomes. */
   message?: string;
+  /** The session's recording id (its `.cast` file name without the extension; `sessions play ID`), when recorded. */
+  recordingId?: string;
 }
 
 /** Where audit events go: a pino logger (Fastify's request logger). */

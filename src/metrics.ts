@@ -48,6 +48,8 @@ export type SessionOutcome =
   | 'upstream_unreachable'
   | 'client_gone'
   | 'shutdown'
+  /** An enforced session recording could not be started: refused with 503 before the upgrade. */
+  | 'recording_unavailable'
   | 'error';
 
 /** Why a WebSocket streaming request failed (`reason` label of the failures counter). */

@@ -55,6 +55,7 @@ import { createMetrics, type HandlerLabel } from './metrics.js';
 import { errorStatus, type V1Status } from './status.js';
 import { StreamingSessions } from './streaming-sessions.js';
 import { UpstreamProbe } from './upstream-probe.js';
+import { startServerRecording } from './recording/server-recording.js';
 
 /**
  * After the grace period, how long the sessions just told to end get to deliver their last Status
@@ -338,7 +339,11 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   const fallback: Route = primary ?? unavailableRoute('no default upstream');
   app.addHook('onRequest', router.hook(isOwnRequest));
 
+  // Session recording (docs/recording.md): the policy and the sink, asked by the pod streaming routes.
+  const recording = config.recording ? await startServerRecording(config.recording, registry, app.log) : undefined;
+  if (recording) app.addHook('onClose', async () => recording.close());
   const deps: HandlerDeps = {
+    ...(recording ? { recorder: recording.recorder } : {}),
     upgradeProxy: new UpgradeAwareProxy({
       upstream: fallback,
       maxBytesPerSec: config.maxConnectionBytesPerSec,

@@ -32,6 +32,8 @@ export interface SessionFacts {
   userAgent?: string;
   /** The verified user (impersonate mode). */
   user?: string;
+  /** The session's recording (docs/recording.md): its id, set once the recording has begun. */
+  recordingId?: string;
 }
 
 /** How a streaming request ended. */
@@ -155,6 +157,7 @@ export class StreamingSession {
       durationMs: Math.round(now - this.#startedAt),
       outcome: e.outcome,
       ...(e.message !== undefined ? { message: e.message } : {}),
+      ...(f.recordingId !== undefined ? { recordingId: f.recordingId } : {}),
     };
     writeAuditEvent(this.#audit, event);
     this.#owner.release(this);

@@ -18,6 +18,8 @@ import { dialErrorReason, type SessionEnd, type StreamingSession } from '../src/
 import { parseRemoteCommandOptions } from './remote-command-options.js';
 import { shouldTranslate } from './stream-close-predicate.js';
 import { StreamTranslatorProxy, type TranslatorResult } from './stream-translator.js';
+import { closeUnusedRecording } from '../handlers/recording-start.js';
+import { SessionRecording } from '../src/recording/session-recording.js';
 
 const proxies = new WeakMap<HandlerDeps, StreamTranslatorProxy>();
 
@@ -82,10 +84,12 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
     matches(request: FastifyRequest<{ Params: PodParams }>, deps: HandlerDeps): boolean {
       return shouldTranslate(request.raw.rawHeaders, deps.featureGates);
     },
-    async serve(request, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession): Promise<void> {
+    async serve(request, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession, begun?): Promise<void> {
       const query = new URL(request.raw.url ?? '/', 'http://request.invalid').searchParams;
       const parsed = parseRemoteCommandOptions(query);
+      const recording = begun instanceof SessionRecording ? begun : undefined;
       if (!parsed.ok) {
+        closeUnusedRecording(recording, parsed.status.message ?? 'bad request');
         const code = parsed.status.code ?? 400;
         session.end({ outcome: 'handshake_failed', statusCode: code, ...(parsed.status.message !== undefined ? { message: parsed.status.message } : {}) });
         sendStatus(reply, parsed.status);
@@ -99,7 +103,9 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
         options: parsed.value,
         client: clientInfo(request.raw, deps.proto),
         log: request.log,
+        ...(recording ? { recording } : {}),
       });
+      if (handle.kind !== 'upgraded') closeUnusedRecording(recording, handle.kind === 'handshake-failed' ? handle.message : handle.kind === 'refused' ? `upstream refused (${handle.statusCode})` : 'client left');
       switch (handle.kind) {
         case 'refused':
           deps.metrics.incUpgradeRequest(handler, handle.statusCode);

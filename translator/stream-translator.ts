@@ -39,6 +39,8 @@ import { KUBELET_SPDY_REMOTE_COMMAND_PROTOCOLS, StreamProtocolV5Name } from '../
 import { routeOf, type Route } from '../src/routing/route.js';
 import { openUpstreamSpdy, UPSTREAM_SPDY_PING_INTERVAL_MS, type UpstreamSpdyOpening } from '../src/upstream-spdy.js';
 import type { SpdyConnection } from '../src/spdy/index.js';
+import { RecordingUnavailableError } from '../src/recording/recording-errors.js';
+import type { SessionRecording } from '../src/recording/session-recording.js';
 import type { RemoteCommandOutcome } from './error-stream.js';
 import type { RemoteCommandOptions } from './remote-command-options.js';
 import { openRemoteCommandStreams, type RemoteCommandStreams } from './remote-command-streams.js';
@@ -75,6 +77,11 @@ export interface TranslateRequest {
   options: RemoteCommandOptions;
   client: ClientInfo;
   log: SessionLogger & { info(obj: object, msg: string): void };
+  /**
+   * The session's recording (docs/recording.md): it observes the demultiplexed streams and is closed
+   * when the upgraded session ends. The caller closes it when the session was never upgraded.
+   */
+  recording?: SessionRecording;
 }
 
 /** How a translated request ended. */
@@ -185,7 +192,7 @@ export class StreamTranslatorProxy {
     // socket now), nor the upstream's 101 head (docs/benchmarks.md, "Idle sessions").
     const upstream: UpstreamLeg = opening.kind === 'upgraded' ? { connection: opening.session.connection, protocol: opening.session.protocol } : { error: opening.error };
     const stopper = new SessionStopper();
-    return { kind: 'upgraded', done: this.#run(t.options, t.log, upgraded.ws, upstream, stopper), stop: (reason: Error) => stopper.stop(reason) };
+    return { kind: 'upgraded', done: this.#run(t.options, t.log, upgraded.ws, upstream, stopper, t.recording), stop: (reason: Error) => stopper.stop(reason) };
   }
 
   /**
@@ -212,8 +219,11 @@ export class StreamTranslatorProxy {
     rawWs: WebSocket,
     upstream: UpstreamLeg,
     stopper: SessionStopper,
+    recording: SessionRecording | undefined,
   ): Promise<TranslatorResult> {
     const o = this.#options;
+    // An enforced recording that fails ends the session with its Status (statusOfError).
+    recording?.fatal.addEventListener('abort', () => stopper.stop(recording.fatal.reason));
     const bytes: SessionBytes = { toUpstream: 0, toClient: 0 };
     const ws = new ChannelWebSocket(rawWs, {
       ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
@@ -285,17 +295,21 @@ export class StreamTranslatorProxy {
       streams = await stopper.race(openRemoteCommandStreams(connection, upstream.protocol, options));
       ws.off('message', queue);
       const running = runTranslatorSession(
-        { ws, connection, protocol: upstream.protocol, streams, options, maxBytesPerSec: o.maxBytesPerSec, log },
+        { ws, connection, protocol: upstream.protocol, streams, options, maxBytesPerSec: o.maxBytesPerSec, log, ...(recording ? { observer: recording } : {}) },
         backlog,
         bytes,
       );
       backlog.length = 0;
       ws.resumeInbound('upstream');
-      outcome = statusOf(await stopper.race(running));
+      const decoded = await stopper.race(running);
+      if (recording) recording.exit(decoded.kind === 'error' ? { error: decoded.message } : { exitCode: decoded.kind === 'exit' ? decoded.exitCode : 0 });
+      outcome = statusOf(decoded);
     } catch (e) {
       ws.off('message', queue);
       failure = e;
       outcome = statusOfError(e);
+      // The recording ends with what the client was told (the upstream failed, the client left, …).
+      recording?.exit({ error: outcome.status.message ?? `failure (${outcome.code})` });
     }
     settle(outcome.status, outcome.code, failure);
     // A session cut short (client gone, idle timeout, malformed CLOSE, shutdown) abandons the upstream
@@ -307,6 +321,7 @@ export class StreamTranslatorProxy {
     // The upstream has said all it will; end our side of it (GOAWAY, FIN) and let it close.
     const closing = connection && !connection.closed ? connection.close() : undefined;
     await ws.finish(result!.status!);
+    recording?.close(bytes);
     // Let the frames just queued (RST_STREAMs, GOAWAY) leave before the socket is dropped: the SPDY
     // writer batches a turn's frames, and destroy() would discard them (the upstream would only see
     // the connection vanish). Bounded: an upstream that stopped reading gets cut.
@@ -404,6 +419,11 @@ export function statusOfError(e: unknown): { status: V1Status; code: number } {
     return { status: e.status, code: e.status.code ?? 0 };
   }
   if (e instanceof ShuttingDownError) {
+    const { kind: _kind, apiVersion: _apiVersion, ...status } = e.toStatus();
+    return { status, code: 503 };
+  }
+  if (e instanceof RecordingUnavailableError) {
+    // An enforced recording failed mid-session: 503 "session recording unavailable".
     const { kind: _kind, apiVersion: _apiVersion, ...status } = e.toStatus();
     return { status, code: 503 };
   }

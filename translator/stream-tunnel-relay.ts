@@ -22,6 +22,7 @@ import { ReadThrottle } from '../proxy/bandwidth-limiter.js';
 import { FLUSH_DEADLINE_MS } from '../proxy/splice.js';
 import { PieceBatch } from '../src/piece-batch.js';
 import { TurnCork } from '../src/turn-cork.js';
+import type { RelayObserver } from '../src/recording/observer.js';
 import { abandonAfterReceiveError } from './ws-abort.js';
 import { MAX_MESSAGES_PER_READ } from './websocket.js';
 
@@ -64,6 +65,8 @@ export interface TunnelRelayOptions {
    * the splice and the SPDY writer do).
    */
   clientSocket?: Duplex;
+  /** Session recording (a port-forward's metadata record): told the tunnel's bytes each way, closed at the end. */
+  observer?: RelayObserver;
 }
 
 /** Why the tunnel ended: which side first, and how. */
@@ -116,8 +119,10 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
   };
   const clientSocket = options.clientSocket;
   const turn = clientSocket ? new TurnCork(clientSocket) : undefined;
+  const observer = options.observer;
   const toClient = (chunk: Buffer): void => {
     bytes.toClient += chunk.length;
+    if (observer) observer.fromUpstream(chunk);
     turn?.beforeWrite();
     sending++;
     ws.send(chunk, { binary: true }, onSent);
@@ -178,6 +183,7 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
     }
     const chunk = toBuffer(data);
     bytes.toUpstream += chunk.length;
+    if (observer) observer.fromClient(chunk);
     batch.add(chunk);
     if (!flushQueued) {
       flushQueued = true;
@@ -193,6 +199,7 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
 
   let resolveDone!: (end: TunnelEnd) => void;
   const done = new Promise<TunnelEnd>((resolve) => (resolveDone = resolve));
+  if (observer) void done.then(() => observer.close(bytes));
   let wsClosed = ws.readyState === ws.CLOSED;
   let upstreamClosed = upstream.destroyed;
   const settle = (): void => {

@@ -35,6 +35,8 @@ import {
   tunneledSpdyProtocols,
 } from './stream-tunnel-protocol.js';
 import { relayTunnel, type TunnelRelay } from './stream-tunnel-relay.js';
+import { relayObserverFor } from '../src/recording/relay-observer.js';
+import type { BegunRecording } from '../src/recording/session-recorder.js';
 
 /**
  * Largest client message accepted: x/net/websocket's `DefaultMaxPayloadBytes` (32 MiB). client-go
@@ -124,8 +126,10 @@ export class StreamTunnelProxy {
   /**
    * Tunnel a WebSocket port-forward request whose client socket the caller has hijacked. `head` holds
    * bytes Node read past the request head (WebSocket frames, normally none). Never throws.
+   * `recording` (a port-forward record) counts the tunnelled bytes once tunneled; the caller closes
+   * it otherwise.
    */
-  async tryTunnel(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo): Promise<TunnelOutcome> {
+  async tryTunnel(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo, recording?: BegunRecording): Promise<TunnelOutcome> {
     const protocols = tunneledSpdyProtocols(req.rawHeaders);
     if (protocols.length === 0) {
       const error = new NoTunnelingProtocolError();
@@ -153,11 +157,11 @@ export class StreamTunnelProxy {
         return { kind: 'error', statusCode: code, tunnelCode: code, error: exchange.error };
       }
       case 'answered':
-        return this.#answer(req, socket, head, exchange.upstreamSocket, exchange.response);
+        return this.#answer(req, socket, head, exchange.upstreamSocket, exchange.response, recording);
     }
   }
 
-  #answer(req: IncomingMessage, socket: Duplex, head: Buffer, upstreamSocket: Duplex, response: CompleteResponseHead): TunnelOutcome {
+  #answer(req: IncomingMessage, socket: Duplex, head: Buffer, upstreamSocket: Duplex, response: CompleteResponseHead, recording: BegunRecording | undefined): TunnelOutcome {
     const { statusCode, headers } = response.head;
     if (statusCode === 101) {
       const connectionUpgrade = headers.tokens('connection').includes('upgrade');
@@ -178,6 +182,8 @@ export class StreamTunnelProxy {
         maxBytesPerSec: this.#options.maxBytesPerSec,
         pingPeriodMs: this.#options.pingPeriodMs ?? 0,
         clientSocket: socket,
+        // The tunnel carries the SPDY connection itself: the record reads its stream headers' ports.
+        ...(recording ? { observer: relayObserverFor(recording, { kind: 'spdy', subprotocol: 'portforward.k8s.io' }) } : {}),
       });
       const ws = upgraded;
       const goAway = (reason: string): void => ws.close(1001, reason);

@@ -21,6 +21,7 @@ import { PauseGate } from './pause-gate.js';
 import type { RemoteCommandOptions } from './remote-command-options.js';
 import type { RemoteCommandStreams } from './remote-command-streams.js';
 import type { ChannelWebSocket, InboundMessage } from './websocket.js';
+import type { RemoteCommandObserver } from '../src/recording/observer.js';
 
 /** Largest error-stream content we keep (a Status is a few hundred bytes). */
 export const MAX_ERROR_STREAM_BYTES = 1024 * 1024;
@@ -44,6 +45,8 @@ export interface TranslatorSessionParts {
   /** Per-direction limit in bytes per second; 0 = unlimited. */
   maxBytesPerSec: number;
   log: SessionLogger;
+  /** Session recording: told each stdin message, output chunk and terminal size (docs/recording.md). */
+  observer?: RemoteCommandObserver;
 }
 
 /** Bytes moved by a session. */
@@ -62,7 +65,7 @@ export function runTranslatorSession(
   backlog: InboundMessage[],
   bytes: SessionBytes,
 ): Promise<RemoteCommandOutcome> {
-  const { ws, streams, options, log } = parts;
+  const { ws, streams, options, log, observer } = parts;
   const throttles: ReadThrottle[] = [];
 
   // ---- client → upstream ----
@@ -86,6 +89,7 @@ export function runTranslatorSession(
   const writeStdin = (payload: Buffer | readonly Buffer[], length: number): void => {
     const stdinStream = stdin!;
     bytes.toUpstream += length;
+    if (observer) recordStdin(observer, payload);
     inboundThrottle?.account(length);
     // Messages already parsed from the same socket read still arrive after the pause: wait once
     // only (a listener per message piled up: MaxListenersExceededWarning under load). Straight to
@@ -141,7 +145,10 @@ export function runTranslatorSession(
       // Never blocks: without tty (or a resize stream) the input is dropped.
       if (!resize || resizeDead || !resize.writable) return;
       try {
-        for (const size of (sizes ??= new TerminalSizeDecoder()).push(m.payload)) writeResize(JSON.stringify({ Width: size.width, Height: size.height }));
+        for (const size of (sizes ??= new TerminalSizeDecoder()).push(m.payload)) {
+          if (observer) observer.resize(size.width, size.height);
+          writeResize(JSON.stringify({ Width: size.width, Height: size.height }));
+        }
       } catch (err) {
         resizeDead = true;
         log.warn({ err }, 'dropping bad resize input');
@@ -212,10 +219,12 @@ export function runTranslatorSession(
     };
 
     for (const [stream, channel] of outputs) {
+      const recorded = channel === Channel.Stdout ? 'stdout' : 'stderr';
       stream.on('data', (chunk: Buffer) => {
         bytes.toClient += chunk.length;
         outboundThrottle?.account(chunk.length);
         if (chunk.length === 0) return;
+        if (observer) observer.output(recorded, chunk);
         if (pendingChannel !== channel) flushOutput();
         pendingChannel = channel;
         (pending ??= new PieceBatch()).add(chunk);
@@ -266,6 +275,12 @@ export function runTranslatorSession(
     if (error.destroyed) onErrorStreamDone();
     settleIfDone();
   });
+}
+
+/** A stdin message, as the pieces it arrived in, to the recording. */
+function recordStdin(observer: RemoteCommandObserver, payload: Buffer | readonly Buffer[]): void {
+  if (Buffer.isBuffer(payload)) observer.stdin(payload);
+  else for (const part of payload) observer.stdin(part);
 }
 
 /** The 'error' listener of streams whose errors show as their premature close. */

@@ -59,6 +59,7 @@ export class SessionRecording implements RemoteCommandObserver {
   #hadGap = false;
   #failed = false;
   #closed = false;
+  #ending = false;
   #done: Promise<RecordingSummary> | undefined;
   #whenDone!: (p: Promise<RecordingSummary>) => void;
   readonly #finished = new Promise<RecordingSummary>((resolve) => (this.#whenDone = (p) => void p.then(resolve)));
@@ -108,6 +109,11 @@ export class SessionRecording implements RemoteCommandObserver {
     this.#exit ??= exit;
   }
 
+  /** The outcome seen so far (the tap decoded the error stream), if any: the passthrough's audit line takes its exit code. */
+  get exitStatus(): CastExit | undefined {
+    return this.#exit;
+  }
+
   close(bytes?: RelayedBytes): void {
     void this.finish(bytes);
   }
@@ -121,7 +127,13 @@ export class SessionRecording implements RemoteCommandObserver {
   finish(bytes?: RelayedBytes): Promise<RecordingSummary> {
     if (this.#done) return this.#done;
     this.#closed = true;
-    if (!this.#failed) this.#writer.end(this.#exit, this.#now());
+    if (!this.#failed) {
+      // The last lines go out whatever the buffer's fill (a few hundred bytes): a recording that is
+      // still dropping says how much it lost, and the exit status is never lost.
+      this.#ending = true;
+      if (this.#dropping) this.#drained(true);
+      this.#writer.end(this.#exit, this.#now());
+    }
     const summary = this.#summary(bytes);
     const { upload, metrics, sink, log } = this.#parts;
     this.#done = (this.#failed ? upload.abort(summary) : upload.finish(summary)).then(
@@ -184,7 +196,7 @@ export class SessionRecording implements RemoteCommandObserver {
       this.#droppedBytes += n;
       return;
     }
-    if (upload.pendingBytes + n > this.#maxBuffer) {
+    if (upload.pendingBytes + n > this.#maxBuffer && !this.#ending) {
       if (this.enforce) return this.#fatal('sink_too_slow');
       this.#dropping = true;
       this.#droppedBytes = n;
@@ -197,8 +209,8 @@ export class SessionRecording implements RemoteCommandObserver {
     upload.write(text);
   }
 
-  #drained(): void {
-    if (!this.#dropping || this.#failed || this.#parts.upload.pendingBytes > this.#maxBuffer / 2) return;
+  #drained(force = false): void {
+    if (!this.#dropping || this.#failed || (!force && this.#parts.upload.pendingBytes > this.#maxBuffer / 2)) return;
     this.#dropping = false;
     const n = this.#droppedBytes;
     this.#droppedBytes = 0;

@@ -74,6 +74,11 @@ export class SpdyTap implements RelayObserver {
   }
 
   /** Why the tap stopped parsing (a protocol error in the relayed bytes), if it did. */
+  /** True while client header blocks are being inflated (later events wait behind them, in order). */
+  get inflating(): boolean {
+    return this.#pendingBlocks > 0;
+  }
+
   get failure(): Error | undefined {
     return this.#failure;
   }

@@ -45,7 +45,7 @@ export function tryBlock(readme: string, title = 'What you can try'): { exports:
     .filter((l) => l !== '');
   const exports = lines.filter((l) => /^export \w+=/.test(l));
   const commands = lines.filter((l) => !exports.includes(l));
-  for (const c of commands) if (!/^kubectl\s/.test(c)) throw new Error(`"${title}": only export and kubectl lines are run, got: ${c}`);
+  for (const c of commands) if (!/^(kubectl|node bin\/kube-stream-proxy\.js)\s/.test(c)) throw new Error(`"${title}": only export, kubectl and node bin/kube-stream-proxy.js lines are run, got: ${c}`);
   return { exports, commands };
 }
 
@@ -113,6 +113,21 @@ const CHECKS: LineCheck[] = [
       } finally {
         await term.kill();
       }
+    },
+  },
+  {
+    // npm start records pod demo: the shell of the exec -it line is listed, exit code 0, and plays back.
+    match: /^node bin\/kube-stream-proxy\.js sessions list$/,
+    check: async (line, ctx) => {
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      const rows = r.stdout.trim().split('\n').map((l) => l.trim().split(/\s{2,}/));
+      expect(rows[0]!.slice(0, 4)).toEqual(['ID', 'USER', 'CLUSTER/NAMESPACE/POD', 'COMMAND']);
+      const shell = rows.find((row) => /^-\/default\/demo(\/demo)?$/.test(row[2]!) && row[3] === 'sh' && row[6] === '0');
+      expect(shell, r.stdout).toBeDefined();
+      const played = await ctx.run(`node bin/kube-stream-proxy.js sessions play ${shell![0]} --idle-time-limit 0.05`);
+      expectSuccess(played, 'sessions play');
+      expect(played.stdout).toContain('tty: yes hello-42');
     },
   },
   {
@@ -266,6 +281,8 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "What you can try"
     bin = join(work, 'bin');
     mkdirSync(bin);
     symlinkSync(findKubectl('1.33'), join(bin, 'kubectl'));
+    // `node bin/kube-stream-proxy.js …` lines run the checkout's CLI.
+    symlinkSync(join(ROOT, 'bin', 'kube-stream-proxy.js'), join(bin, 'kube-stream-proxy.js'));
     // As `npm start`, but on a free port; the kubeconfig goes to its default place in `work`.
     const demo = await startDemo(work, ['--listen', '127.0.0.1:0']);
     expect(demo.kubeconfig).toBe(join(work, '.kube-stream-proxy', 'kubeconfig'));
@@ -283,7 +300,7 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "What you can try"
 
   it('has the lines the quick start promises (exec -it, cp, port-forward, api-resources, metrics) and an export of KUBECONFIG', () => {
     expect(exports).toContain('export KUBECONFIG="$PWD/.kube-stream-proxy/kubeconfig"');
-    for (const want of [/^kubectl exec -it /, /^kubectl cp /, /^kubectl port-forward /, /^kubectl api-resources/, /^kubectl top pod /, /^kubectl get --raw \/metrics/]) {
+    for (const want of [/^kubectl exec -it /, /^node bin\/kube-stream-proxy\.js sessions list$/, /^kubectl cp /, /^kubectl port-forward /, /^kubectl api-resources/, /^kubectl top pod /, /^kubectl get --raw \/metrics/]) {
       expect(commands.some((c) => want.test(c)), String(want)).toBe(true);
     }
   });

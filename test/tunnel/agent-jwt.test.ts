@@ -56,7 +56,7 @@ describe.skipIf(skipReason !== undefined)('a JWT identity through agents: one lo
         east: secured({ groups: ['oidc:developers'], verbs: ['get', 'list', 'watch', 'create'], resources: ['pods', 'pods/exec', 'pods/attach', 'namespaces'] }),
         west: secured({ users: [ALICE], verbs: ['get', 'list', 'watch', 'create'], resources: ['pods', 'pods/exec', 'namespaces'] }),
       },
-      { tls: true, authn: 'impersonate', serveFlags: { authenticationConfig: join(pkiDir, 'auth.yaml') } },
+      { tls: true, authn: 'impersonate', serveFlags: () => ({ authenticationConfig: join(pkiDir, 'auth.yaml') }) },
     );
     const saToken = join(fx.work, 'agent-sa.token');
     writeFileSync(saToken, 'agent-sa-token\n');

@@ -264,7 +264,7 @@ async function startProxyProcess(args: string[]): Promise<ProxyProcess> {
 export async function startTunnelFixture(
   clusterPods: Record<string, string[]>,
   clusterOptions?: Record<string, (work: string) => Partial<DevClusterOptions>>,
-  o?: { tls?: boolean; proxyProcess?: false; authn?: 'passthrough' | 'impersonate'; serveFlags?: Partial<ServeFlags> },
+  o?: { tls?: boolean; proxyProcess?: false; authn?: 'passthrough' | 'impersonate'; serveFlags?: (work: string) => Partial<ServeFlags> },
 ): Promise<TunnelFixture>;
 export async function startTunnelFixture(
   clusterPods: Record<string, string[]>,
@@ -274,7 +274,7 @@ export async function startTunnelFixture(
 export async function startTunnelFixture(
   clusterPods: Record<string, string[]>,
   clusterOptions: Record<string, (work: string) => Partial<DevClusterOptions>> = {},
-  o: { tls?: boolean; proxyProcess?: boolean; authn?: 'passthrough' | 'impersonate'; serveFlags?: Partial<ServeFlags> } = {},
+  o: { tls?: boolean; proxyProcess?: boolean; authn?: 'passthrough' | 'impersonate'; serveFlags?: (work: string) => Partial<ServeFlags> } = {},
 ): Promise<TunnelFixture<RunningServer | ProxyProcess>> {
   const work = mkdtempSync(join(tmpdir(), 'ksp-tunnel-'));
   // With TLS, the proxy's listener and its agent listener share one serving certificate; kubectl
@@ -303,7 +303,8 @@ export async function startTunnelFixture(
       agentTokenFile: tokenFile,
       ...(o.authn ? { authn: o.authn } : {}),
       ...(serving ? { tlsCertFile: serving.certFile, tlsPrivateKeyFile: serving.keyFile } : {}),
-      ...o.serveFlags,
+      // More serve flags for the in-process proxy (session recording, …), given the work folder.
+      ...o.serveFlags?.(work),
     });
     proxy = await startServer(config);
   }

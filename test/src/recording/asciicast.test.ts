@@ -88,7 +88,7 @@ describe('AsciicastWriter', () => {
 
   it('tty: held events past MAX_HELD_BYTES release the header at 80x24', () => {
     let lines = 0;
-    const w = new AsciicastWriter({ ...ID, tty: true }, (l) => (lines += l.split('\n').length - 1), { startedAtMs: 0 });
+    const w = new AsciicastWriter({ ...ID, tty: true }, (l) => (lines += String(l).split('\n').length - 1), { startedAtMs: 0 });
     w.output('stdout', Buffer.alloc(MAX_HELD_BYTES + 10, 'x'), 0.1);
     expect(lines).toBe(2);
   });

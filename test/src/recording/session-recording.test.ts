@@ -34,6 +34,22 @@ function make(enforce: boolean, maxBufferBytes = 1024) {
 }
 
 describe('SessionRecording', () => {
+  it('fail open, the session ends while still dropping: the gap marker and the exit status are written anyway', async () => {
+    const { rec, upload } = make(false);
+    upload.hold();
+    rec.output('stdout', Buffer.alloc(600, 'a'));
+    rec.output('stdout', Buffer.alloc(600, 'b')); // past 1024 pending: dropped
+    rec.exit({ exitCode: 0 });
+    // The sink has not caught up when the session ends.
+    const s = await rec.finish();
+    expect(s.result).toBe('gap');
+    expect(upload.parsed().events.map((e) => [e[1], e[2].slice(0, 20)])).toEqual([
+      ['o', 'a'.repeat(20)],
+      ['m', 'recording gap: 620 b'],
+      ['m', 'exit 0'],
+    ]);
+  });
+
   it('fail open, slow sink: events past the buffer are dropped, then a gap marker; result gap; metric', async () => {
     const { rec, upload, registry, warnings } = make(false);
     upload.hold();

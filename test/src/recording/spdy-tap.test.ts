@@ -6,6 +6,7 @@
  * enforce end (the rest of the frame in progress, then Status + FINs + GOAWAY).
  */
 import { describe, expect, it } from 'vitest';
+import { waitFor } from '../../helpers/wait.js';
 import { Registry } from 'prom-client';
 import { encodeFrame, FrameParser, type SpdyFrame } from '../../../src/spdy/frame.js';
 import { HeaderCompressor } from '../../../src/spdy/header-block.js';
@@ -87,7 +88,7 @@ describe('SpdyTap', () => {
     const ports: string[] = [];
     const tap = new SpdyTap(undefined, { protocol: '', onStreamHeaders: (h) => h.port && ports.push(h.port[0]!) });
     tap.fromClient(clientStreams(['error', 'data'], { port: '8080' }));
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor('both header blocks inflated', async () => (ports.length === 2 ? true : undefined), 10_000, 2);
     expect(ports).toEqual(['8080', '8080']);
     tap.close();
   });
@@ -96,7 +97,7 @@ describe('SpdyTap', () => {
     const { recording } = rec(false);
     const tap = new SpdyTap(recording, { protocol: 'v4.channel.k8s.io' });
     tap.fromClient(clientStreams(['error', 'stdout', 'stderr']));
-    await new Promise((r) => setTimeout(r, 20)); // the header blocks inflate
+    await waitFor('the header blocks inflated', async () => (tap.inflating ? undefined : true), 10_000, 2);
     const big = bytes({ type: 'data', streamId: 3, fin: false, data: Buffer.alloc(1000, 'o') });
     tap.fromUpstream(big.subarray(0, 300));
     const plan = tap.terminate(errorStatus(503, 'session recording unavailable', 'ServiceUnavailable'));
