@@ -2,21 +2,18 @@
  * `--apiservice-config FILE`: the registered APIServices, loaded at start-up and re-read when the
  * file changes, without a restart.
  *
- * A mounted ConfigMap changes under the process by a symlink swap (`FILE -> ..data/FILE`, and the
- * kubelet atomically renames a new `..data` into place), so the watch is on the file's directory
- * (`fs.watch`), not on the file's inode, which the swap leaves behind. A low-frequency `stat` poll of
- * the path backs it up (watchers can miss events or be unavailable, e.g. on some network mounts).
- * Events are debounced, reloads never overlap, and a reload that finds the same bytes does nothing.
+ * The file is watched as every reloadable file of the proxy is (`src/file-watch.ts`: the directory, for
+ * a ConfigMap's symlink swap, debounced, backed by a low-frequency stat poll, reloads never
+ * overlapping); a reload that finds the same bytes does nothing.
  *
  * A valid new set is emitted as `change`. An invalid one (or an unreadable file) is logged through
  * the injected logger and emitted as `rejected`; the last good set stays in force. The start-up load
  * throws the {@link ConfigError} instead, with the same message.
  */
 import { EventEmitter } from 'node:events';
-import { watch, type FSWatcher } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { ConfigError } from '../errors.js';
+import { FileWatch } from '../file-watch.js';
 import { parseAPIServices, type APIService } from './apiservice.js';
 
 /** Quiet period after a file-system event before the file is read (a swap is several events). */
@@ -73,21 +70,15 @@ export class APIServiceConfig extends EventEmitter<APIServiceConfigEvents> {
   #goodText: string;
   /** The bytes last read (good or not), so an unchanged file is not re-parsed or re-logged. */
   #seenText: string | undefined;
-  #statKey = '';
-  #watcher: FSWatcher | undefined;
-  #debounce: NodeJS.Timeout | undefined;
-  #poll: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
-  #again = false;
+  #watch: FileWatch | undefined;
   #closed = false;
   readonly #log: APIServiceConfigLogger;
 
-  private constructor(readonly path: string, text: string, set: readonly APIService[], statKey: string, private readonly options: APIServiceConfigOptions) {
+  private constructor(readonly path: string, text: string, set: readonly APIService[], private readonly options: APIServiceConfigOptions) {
     super();
     this.#current = set;
     this.#goodText = text;
     this.#seenText = text;
-    this.#statKey = statKey;
     this.#log = options.logger ?? SILENT;
   }
 
@@ -97,16 +88,21 @@ export class APIServiceConfig extends EventEmitter<APIServiceConfigEvents> {
    */
   static async load(path: string, options: APIServiceConfigOptions = {}): Promise<APIServiceConfig> {
     let text: string;
-    let key: string;
     try {
-      [text, key] = await Promise.all([readFile(path, 'utf8'), statKeyOf(path)]);
+      text = await readFile(path, 'utf8');
     } catch (e) {
       throw readError(path, e);
     }
     const set = parseAPIServices(text, path);
-    const config = new APIServiceConfig(path, text, set, key, options);
+    const config = new APIServiceConfig(path, text, set, options);
     warnInsecure(config.#log, set);
-    config.#start();
+    config.#watch = new FileWatch(path, () => config.#reloadOnce(), {
+      debounceMs: options.debounceMs ?? DEFAULT_DEBOUNCE_MS,
+      pollIntervalMs: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
+      poll: 'stat',
+      ...(options.watch !== undefined ? { watch: options.watch } : {}),
+      onWatchError: (message) => config.#log.warn(`--apiservice-config ${path}: ${message}`),
+    });
     return config;
   }
 
@@ -120,76 +116,20 @@ export class APIServiceConfig extends EventEmitter<APIServiceConfigEvents> {
    * started after this call is done; calls during a read coalesce into one more read.
    */
   reload(): Promise<void> {
-    if (this.#closed) return Promise.resolve();
-    if (this.#running) {
-      this.#again = true;
-      return this.#running;
-    }
-    this.#running = (async () => {
-      try {
-        do {
-          this.#again = false;
-          await this.#reloadOnce();
-        } while (this.#again && !this.#closed);
-      } finally {
-        this.#running = undefined;
-      }
-    })();
-    return this.#running;
+    return this.#watch?.trigger() ?? Promise.resolve();
   }
 
   /** Stop watching; no events are emitted afterwards. */
   close(): void {
     this.#closed = true;
-    this.#watcher?.close();
-    this.#watcher = undefined;
-    clearTimeout(this.#debounce);
-    clearInterval(this.#poll);
-  }
-
-  #start(): void {
-    if (this.options.watch !== false) {
-      try {
-        this.#watcher = watch(dirname(this.path), { persistent: false }, () => this.#schedule());
-        this.#watcher.on('error', (e) => {
-          this.#log.warn(`--apiservice-config ${this.path}: file watch failed (${e.message}); relying on the ${this.#pollMs()} ms poll`);
-          this.#watcher?.close();
-          this.#watcher = undefined;
-        });
-      } catch (e) {
-        this.#log.warn(`--apiservice-config ${this.path}: cannot watch the directory (${(e as Error).message}); relying on the ${this.#pollMs()} ms poll`);
-      }
-    }
-    const pollMs = this.#pollMs();
-    if (pollMs > 0) {
-      this.#poll = setInterval(() => void this.#pollOnce(), pollMs);
-      this.#poll.unref();
-    }
-  }
-
-  #pollMs(): number {
-    return this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
-  }
-
-  #schedule(): void {
-    if (this.#closed) return;
-    clearTimeout(this.#debounce);
-    this.#debounce = setTimeout(() => void this.reload(), this.options.debounceMs ?? DEFAULT_DEBOUNCE_MS);
-    this.#debounce.unref();
-  }
-
-  async #pollOnce(): Promise<void> {
-    const key = await statKeyOf(this.path).catch(() => 'missing');
-    if (key !== this.#statKey) this.#schedule();
+    this.#watch?.close();
   }
 
   async #reloadOnce(): Promise<void> {
     let text: string;
     try {
-      this.#statKey = await statKeyOf(this.path);
       text = await readFile(this.path, 'utf8');
     } catch (e) {
-      this.#statKey = 'missing';
       if (this.#seenText === undefined) return; // already reported
       this.#seenText = undefined;
       this.#reject(readError(this.path, e));
@@ -219,10 +159,4 @@ export class APIServiceConfig extends EventEmitter<APIServiceConfigEvents> {
     this.#log.error(`${error.message}\n(reload rejected; keeping the previous ${this.#current.length} APIServices)`);
     this.emit('rejected', error);
   }
-}
-
-/** What the poll compares: inode, size and mtime of the file the path resolves to. */
-async function statKeyOf(path: string): Promise<string> {
-  const s = await stat(path);
-  return `${s.ino}:${s.size}:${s.mtimeMs}`;
 }

@@ -2,8 +2,8 @@
  * `--authentication-config FILE`: the file loaded at start-up (an invalid file is a
  * {@link ConfigError} naming the field, which the CLI turns into exit code 2) and re-read when it
  * changes, as kube-apiserver's `WatchUntil` handler does (`pkg/kubeapiserver/options/authentication.go`):
- * - the directory is watched (`fs.watch`: a Kubernetes ConfigMap changes by a symlink swap, which
- *   leaves the file's old inode behind), events are debounced, and the file is also re-read every
+ * - the directory is watched (`src/file-watch.ts`: a Kubernetes ConfigMap changes by a symlink swap,
+ *   which leaves the file's old inode behind), events are debounced, and the file is also re-read every
  *   {@link DEFAULT_AUTHENTICATION_CONFIG_POLL_INTERVAL_MS} (kube-apiserver: every minute);
  * - content equal (by SHA-256) to the last applied or rejected content does nothing;
  * - a file that cannot be read is a failure, retried at the next read;
@@ -16,11 +16,10 @@
  */
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { ConfigError } from '../errors.js';
+import { FileWatch } from '../file-watch.js';
 import { decodeAuthenticationConfiguration, type AuthenticationConfiguration } from './authentication-config.js';
 import { validateAuthenticationConfiguration, type CompiledJwtAuthenticator } from './authentication-config-validation.js';
 import { aggregateMessage, FieldPath, forbidden } from './field-errors.js';
@@ -118,12 +117,8 @@ export class AuthenticationConfigFile extends EventEmitter<AuthenticationConfigF
   #tracked: string;
   readonly #originalAnonymous: AuthenticationConfiguration['anonymous'];
   readonly #log: AuthenticationConfigLogger;
-  #watcher: FSWatcher | undefined;
-  #debounce: NodeJS.Timeout | undefined;
-  #poll: NodeJS.Timeout | undefined;
+  #watch: FileWatch | undefined;
   readonly #retiring = new Set<NodeJS.Timeout>();
-  #running: Promise<void> | undefined;
-  #again = false;
   #closed = false;
 
   private constructor(
@@ -156,7 +151,14 @@ export class AuthenticationConfigFile extends EventEmitter<AuthenticationConfigF
     const parsed = parse(text, options.disallowedIssuers);
     if ('error' in parsed) throw loadError(path, parsed.error);
     const file = new AuthenticationConfigFile(path, text, parsed, options);
-    file.#start();
+    file.#watch = new FileWatch(path, () => file.#reloadOnce(), {
+      debounceMs: options.debounceMs ?? DEFAULT_AUTHENTICATION_CONFIG_DEBOUNCE_MS,
+      pollIntervalMs: options.pollIntervalMs ?? DEFAULT_AUTHENTICATION_CONFIG_POLL_INTERVAL_MS,
+      // kube-apiserver re-reads the file every minute, whatever the watcher says.
+      poll: 'always',
+      ...(options.watch !== undefined ? { watch: options.watch } : {}),
+      onWatchError: (message) => file.#log.warn({ path }, `--authentication-config ${path}: ${message}`),
+    });
     return file;
   }
 
@@ -173,29 +175,13 @@ export class AuthenticationConfigFile extends EventEmitter<AuthenticationConfigF
   /** Re-read the file now (what the watcher and the poll call); concurrent calls coalesce. */
   reload(): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    if (this.#running) {
-      this.#again = true;
-      return this.#running;
-    }
-    this.#running = (async () => {
-      try {
-        do {
-          this.#again = false;
-          await this.#reloadOnce();
-        } while (this.#again && !this.#closed);
-      } finally {
-        this.#running = undefined;
-      }
-    })();
-    return this.#running;
+    return this.#watch?.trigger() ?? Promise.resolve();
   }
 
   /** Stop watching and close every authenticator. */
   close(): void {
     this.#closed = true;
-    this.#watcher?.close();
-    clearTimeout(this.#debounce);
-    clearInterval(this.#poll);
+    this.#watch?.close();
     for (const t of this.#retiring) clearTimeout(t);
     this.#retiring.clear();
     this.#authenticator.close();
@@ -204,33 +190,6 @@ export class AuthenticationConfigFile extends EventEmitter<AuthenticationConfigF
   #build(compiled: CompiledJwtAuthenticator[]): JwtAuthenticator {
     const o = this.options;
     return new JwtAuthenticator(compiled, { ...o.authenticator, log: this.#log, ...(o.metrics ? { metrics: o.metrics } : {}) });
-  }
-
-  #start(): void {
-    if (this.options.watch !== false) {
-      try {
-        this.#watcher = watch(dirname(this.path), { persistent: false }, () => this.#schedule());
-        this.#watcher.on('error', (e) => {
-          this.#log.warn({ path: this.path }, `--authentication-config ${this.path}: file watch failed (${e.message}); relying on the poll`);
-          this.#watcher?.close();
-          this.#watcher = undefined;
-        });
-      } catch (e) {
-        this.#log.warn({ path: this.path }, `--authentication-config ${this.path}: cannot watch the directory (${(e as Error).message}); relying on the poll`);
-      }
-    }
-    const pollMs = this.options.pollIntervalMs ?? DEFAULT_AUTHENTICATION_CONFIG_POLL_INTERVAL_MS;
-    if (pollMs > 0) {
-      this.#poll = setInterval(() => void this.reload(), pollMs);
-      this.#poll.unref();
-    }
-  }
-
-  #schedule(): void {
-    if (this.#closed) return;
-    clearTimeout(this.#debounce);
-    this.#debounce = setTimeout(() => void this.reload(), this.options.debounceMs ?? DEFAULT_AUTHENTICATION_CONFIG_DEBOUNCE_MS);
-    this.#debounce.unref();
   }
 
   #fail(message: string, track: string | undefined): void {

@@ -1,18 +1,16 @@
 /**
  * `--session-recording-config FILE`: the recording policy, loaded at start-up and re-read when the
- * file changes (a mounted ConfigMap's symlink swap included: the watch is on the directory, backed by
- * a low-frequency stat poll, as `--apiservice-config` does). A reload that fails — unreadable file,
+ * file changes (a mounted ConfigMap's symlink swap included: `src/file-watch.ts`, as for every reloadable file). A reload that fails — unreadable file,
  * bad YAML, invalid configuration — is logged with every field error, counted
  * (`kube_stream_proxy_session_recording_config_reloads_total{result="failure"}`, and the
  * `..._last_reload_successful` gauge goes to 0), and the last good policy stays in force.
  *
  * The start-up load throws a `ConfigError` naming the file and each bad field; the CLI exits 2.
  */
-import { watch, type FSWatcher } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { loadYaml } from '@kubernetes/client-node';
 import { ConfigError } from '../errors.js';
+import { FileWatch } from '../file-watch.js';
 import type { RecordingPolicy } from './policy.js';
 import { parseRecordingConfig, RecordingConfigInvalid } from './recording-config.js';
 import type { RecordingMetrics } from './recording-metrics.js';
@@ -73,12 +71,7 @@ export class RecordingConfigFile {
   readonly path: string;
   #policy: RecordingPolicy;
   #seen: string;
-  #statKey = '';
-  #watcher: FSWatcher | undefined;
-  #debounce: NodeJS.Timeout | undefined;
-  #poll: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
-  #again = false;
+  #watch: FileWatch | undefined;
   readonly #o: RecordingConfigFileOptions;
 
   private constructor(path: string, policy: RecordingPolicy, text: string, options: RecordingConfigFileOptions) {
@@ -100,7 +93,12 @@ export class RecordingConfigFile {
     options.metrics?.incConfigReload('success');
     options.metrics?.setConfigHealthy(true);
     const f = new RecordingConfigFile(path, policy, text, options);
-    f.#start();
+    f.#watch = new FileWatch(path, () => f.#reloadOnce(), {
+      debounceMs: options.debounceMs ?? RELOAD_DEBOUNCE_MS,
+      pollIntervalMs: options.pollIntervalMs ?? RELOAD_POLL_MS,
+      poll: 'stat',
+      ...(options.watch !== undefined ? { watch: options.watch } : {}),
+    });
     return f;
   }
 
@@ -111,62 +109,12 @@ export class RecordingConfigFile {
 
   /** Re-read now; resolves when that read (and any it coalesced) is done. */
   reload(): Promise<void> {
-    if (this.#running) {
-      this.#again = true;
-      return this.#running;
-    }
-    this.#running = (async () => {
-      do {
-        this.#again = false;
-        await this.#reloadOnce();
-      } while (this.#again);
-    })().finally(() => (this.#running = undefined));
-    return this.#running;
+    return this.#watch?.trigger() ?? Promise.resolve();
   }
 
   /** Stop watching. */
   close(): void {
-    this.#watcher?.close();
-    this.#watcher = undefined;
-    if (this.#debounce) clearTimeout(this.#debounce);
-    if (this.#poll) clearInterval(this.#poll);
-  }
-
-  #start(): void {
-    if (this.#o.watch !== false) {
-      try {
-        this.#watcher = watch(dirname(this.path), { persistent: false }, () => this.#schedule());
-        this.#watcher.on('error', () => {
-          this.#watcher?.close();
-          this.#watcher = undefined;
-        });
-      } catch {
-        this.#watcher = undefined;
-      }
-    }
-    const every = this.#o.pollIntervalMs ?? RELOAD_POLL_MS;
-    if (every > 0) {
-      this.#poll = setInterval(() => void this.#pollOnce(), every);
-      this.#poll.unref();
-    }
-  }
-
-  #schedule(): void {
-    if (this.#debounce) clearTimeout(this.#debounce);
-    this.#debounce = setTimeout(() => void this.reload(), this.#o.debounceMs ?? RELOAD_DEBOUNCE_MS);
-    this.#debounce.unref();
-  }
-
-  async #pollOnce(): Promise<void> {
-    try {
-      const s = await stat(this.path);
-      const key = `${s.ino}:${s.size}:${s.mtimeMs}`;
-      if (key === this.#statKey) return;
-      this.#statKey = key;
-    } catch {
-      // Unreadable: the reload reports it.
-    }
-    await this.reload();
+    this.#watch?.close();
   }
 
   async #reloadOnce(): Promise<void> {
