@@ -4,10 +4,9 @@
  * addon cannot be loaded (not built, not Linux, `KSP_NATIVE_SPLICE=0`), {@link nativeSplice} is
  * undefined and proxy/splice.ts keeps its JavaScript copy loop. See docs/decisions.md.
  */
-import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from '../src/package-root.js';
 
 /** A running native splice (opaque). */
 export type NativeSpliceHandle = object;
@@ -32,16 +31,6 @@ export interface NativeSpliceAddon {
 /** Environment variable that turns the fast path off (`0`), for comparisons and tests. */
 export const NATIVE_SPLICE_ENV = 'KSP_NATIVE_SPLICE';
 
-/** The repository root, found from proxy/ (source, under vitest) or dist/proxy/ (compiled). */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 4; i++) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    dir = dirname(dir);
-  }
-  return dir;
-}
-
 let loaded: NativeSpliceAddon | undefined;
 let tried = false;
 let loadError: string | undefined;
@@ -58,7 +47,7 @@ export function loadNativeSplice(): NativeSpliceAddon | undefined {
     loadError = 'not Linux';
     return undefined;
   }
-  const path = join(packageRoot(), 'build', 'Release', 'ksp_splice.node');
+  const path = join(packageRoot(import.meta.url), 'build', 'Release', 'ksp_splice.node');
   try {
     const addon = createRequire(import.meta.url)(path) as Partial<NativeSpliceAddon>;
     if (typeof addon.start !== 'function' || typeof addon.stop !== 'function' || typeof addon.bytes !== 'function') throw new Error('unexpected exports');

@@ -13,7 +13,7 @@ import type { AuthnMode } from './auth/request-auth.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
 import { parseAllowedOrigins, type AllowedOrigins } from './auth/websocket-origin.js';
 import type { JwtAuthenticationConfig } from './auth/jwt-authentication.js';
-import { parseJwtServeFlags } from './auth/jwt-serve-flags.js';
+import { parseJwtServeFlags, type JwtServeFlags } from './auth/jwt-serve-flags.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_USERNAME_HEADERS, type RequestHeaderConfig } from './auth/request-header.js';
 import type { KubeletClientConfig } from './routing/kubelet/kubelet-locator.js';
 import { DEFAULT_PREFERRED_ADDRESS_TYPES } from './routing/kubelet/node-address.js';
@@ -131,8 +131,11 @@ export interface AggregationConfig {
   proxyClient?: ProxyClientCertificate;
 }
 
-/** The `serve` flags as strings, exactly as given (camelCase of the flag names). */
-export interface ServeFlags extends RecordingFlags {
+/**
+ * The `serve` flags as strings, exactly as given (camelCase of the flag names); the recording's and
+ * the JWT authenticator's (`--authentication-config`, `--oidc-*`) are declared with them.
+ */
+export interface ServeFlags extends RecordingFlags, JwtServeFlags {
   listen?: string;
   tlsCertFile?: string;
   tlsPrivateKeyFile?: string;
@@ -169,18 +172,6 @@ export interface ServeFlags extends RecordingFlags {
   agentListen?: string;
   agentTokenFile?: string;
   agentClientCaFile?: string;
-  authenticationConfig?: string;
-  oidcIssuerUrl?: string;
-  oidcClientId?: string;
-  oidcCaFile?: string;
-  oidcUsernameClaim?: string;
-  oidcUsernamePrefix?: string;
-  oidcGroupsClaim?: string;
-  oidcGroupsPrefix?: string;
-  /** Comma-separated. */
-  oidcSigningAlgs?: string;
-  /** Each `key=value` (the flag is repeatable). */
-  oidcRequiredClaim?: string[];
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {

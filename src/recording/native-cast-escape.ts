@@ -6,10 +6,9 @@
  * compiler at install) or `KSP_NATIVE_CAST=0`, the writer decodes with a StringDecoder and calls
  * JSON.stringify, with the same result for valid UTF-8.
  */
-import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from '../package-root.js';
 
 /** Environment variable that turns the native encoder off (`0`), for comparisons and tests. */
 export const NATIVE_CAST_ENV = 'KSP_NATIVE_CAST';
@@ -26,15 +25,6 @@ export interface NativeCastEscape {
   escape(input: Uint8Array, flags: number, head: string, tail: string): [Buffer | null, number];
 }
 
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 4; i++) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    dir = dirname(dir);
-  }
-  return dir;
-}
-
 let loaded: NativeCastEscape | undefined;
 let tried = false;
 
@@ -44,7 +34,7 @@ export function loadNativeCastEscape(): NativeCastEscape | undefined {
   tried = true;
   if (process.env[NATIVE_CAST_ENV] === '0') return undefined;
   try {
-    const addon = createRequire(import.meta.url)(join(packageRoot(), 'build', 'Release', 'ksp_cast.node')) as Partial<NativeCastEscape>;
+    const addon = createRequire(import.meta.url)(join(packageRoot(import.meta.url), 'build', 'Release', 'ksp_cast.node')) as Partial<NativeCastEscape>;
     if (typeof addon.escape === 'function') loaded = addon as NativeCastEscape;
   } catch {
     // not built: the JavaScript encoding is used
