@@ -1,5 +1,5 @@
 /**
- * `npm run bench` entry point:
+ * `npm run bench` entry point (`npm run bench -- --help` prints this):
  *   node dist/bench/run.js [--quick] [--runs N] [--bytes N] [--requests N] [--only stdout,stdin,…] [--write]
  *   --quick   50 MB, 1 run (what the test uses)
  *   --write   also replace the measured table at the top of docs/benchmarks.md (machine, date, command line);
@@ -127,9 +127,17 @@ async function main(): Promise<void> {
       callgrind: { type: 'boolean', default: false },
       auth: { type: 'boolean', default: false },
       'auth-baseline': { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });
+  if (values.help) {
+    // The usage is this file's opening comment (tsc keeps comments in dist/).
+    const text = readFileSync(fileURLToPath(import.meta.url), 'utf8');
+    const comment = /\/\*\*([\s\S]*?)\*\//.exec(text)?.[1] ?? '';
+    process.stdout.write(`${comment.split('\n').map((l) => l.replace(/^ \* ?/, '')).join('\n').trim()}\n`);
+    return;
+  }
   const pathKeys = values.paths?.split(',').map((k) => k.trim()).filter(Boolean);
   const install = !values['no-install'];
   if (values.idle) {
