@@ -314,6 +314,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     ...(security?.clientCa ? { clientCa: parseCertificateBundle(security.clientCa) } : {}),
     ...(requestHeader ? { requestHeader } : {}),
     ...(jwt ? { jwt } : {}),
+    ...(jwt?.anonymous ? { anonymous: jwt.anonymous } : {}),
   });
   app.addHook(
     'onRequest',

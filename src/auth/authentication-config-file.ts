@@ -121,6 +121,11 @@ export class AuthenticationConfigFile extends EventEmitter<AuthenticationConfigF
   readonly #retiring = new Set<NodeJS.Timeout>();
   #closed = false;
 
+  /** `anonymous` as the file had it at start: a reload that changes it is refused. */
+  get anonymous(): AuthenticationConfiguration['anonymous'] {
+    return this.#originalAnonymous;
+  }
+
   private constructor(
     readonly path: string,
     text: string,

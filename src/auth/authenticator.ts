@@ -13,20 +13,31 @@
  *   are the administrator's policy for that issuer, and an upstream TokenReview that trusts the same
  *   issuer more loosely must not override them; and a flood of forged tokens costs no upstream
  *   request. The refusal is logged by the JWT authenticator (reason and issuer, never the token).
- * Anonymous requests are refused (`--anonymous-auth=false`): with no credentials or bad ones the
- * caller gets 401.
+ * Anonymous requests are refused (`--anonymous-auth=false`) unless `AuthenticationConfiguration`
+ * enables them (`anonymous.enabled`, fixed for the process: a reload may not change it). Then, as in
+ * kube-apiserver (its union wrapped in `FailOnError` with the anonymous authenticator last):
+ * - a request that presents no credentials is `system:anonymous` in `system:unauthenticated` (never
+ *   `system:authenticated`), when `anonymous.conditions` is empty or one condition's `path` is the
+ *   request's path exactly (decoded, without the query);
+ * - a request that presents credentials which fail is 401, never anonymous: a bearer token (in
+ *   `Authorization` or the WebSocket subprotocol), or a client certificate that neither the front-proxy
+ *   CA (with an allowed name) nor the client CA accepts, where those are configured. `Authorization`
+ *   with another scheme (Basic) is no bearer token, as in kube-apiserver.
+ * The anonymous user is then authorized like any other: the pod streams by SubjectAccessReview, the
+ * rest by the upstream, which sees `Impersonate-User: system:anonymous`.
  */
 import type { X509Certificate } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { userFromCertificate, verifiedAgainst } from './client-certificate.js';
+import type { AnonymousAuthConfig } from './authentication-config.js';
+import { hasPeerCertificate, userFromCertificate, verifiedAgainst } from './client-certificate.js';
 import { firstHeader } from './identity-headers.js';
 import { isAllowedFrontProxy, userFromRequestHeaders, type RequestHeaderConfig } from './request-header.js';
 import { JwtAuthenticationError } from './jwt-error.js';
 import type { JwtAuthenticatorSource } from './jwt-authentication.js';
 import { bearerToken, type TokenReviewer } from './token-review.js';
 import { websocketBearer } from './websocket-bearer.js';
-import { withAuthenticatedGroup, type AuthenticationMethod, type UserInfo } from './user-info.js';
+import { ALL_UNAUTHENTICATED, ANONYMOUS_USER, withAuthenticatedGroup, type AuthenticationMethod, type UserInfo } from './user-info.js';
 
 /** An authenticated caller. */
 export interface Authenticated {
@@ -45,6 +56,8 @@ export interface AuthenticatorConfig {
   /** The proxy's JWT authenticators (`authenticator` read per request), shared by every cluster; absent = none. */
   jwt?: Pick<JwtAuthenticatorSource, 'authenticator'>;
   tokens: TokenReviewer;
+  /** `AuthenticationConfiguration.anonymous`; absent or not `enabled` = no anonymous requests. */
+  anonymous?: AnonymousAuthConfig;
 }
 
 /** The caller could not be authenticated: 401 `Unauthorized`. */
@@ -56,6 +69,28 @@ export class UnauthorizedError extends Error {
 function isWebSocketRequest(req: IncomingMessage): boolean {
   const tokens = (v: string | string[] | undefined): string[] => (Array.isArray(v) ? v.join(',') : (v ?? '')).split(',').map((t) => t.trim().toLowerCase());
   return tokens(req.headers.connection).includes('upgrade') && tokens(req.headers.upgrade).includes('websocket');
+}
+
+/**
+ * kube-apiserver's anonymous authenticator: allowed with no conditions, or when one condition's
+ * `path` equals the request's path (`req.URL.Path`: percent-decoded, no query).
+ */
+export function anonymousAllowed(config: AnonymousAuthConfig | undefined, url: string | undefined): boolean {
+  if (!config?.enabled) return false;
+  if (config.conditions.length === 0) return true;
+  const raw = (url ?? '/').split('?', 1)[0]!;
+  let path: string;
+  try {
+    path = decodeURIComponent(raw);
+  } catch {
+    return false;
+  }
+  return config.conditions.some((c) => c.path === path);
+}
+
+/** The anonymous caller. */
+function anonymousCaller(): Authenticated {
+  return { user: { username: ANONYMOUS_USER, groups: [ALL_UNAUTHENTICATED], extra: {} }, method: 'anonymous', frontProxy: false };
 }
 
 /** The union authenticator. */
@@ -71,30 +106,37 @@ export class Authenticator {
     const socket = req.socket as Partial<TLSSocket>;
     const tls = typeof socket.getPeerCertificate === 'function' ? (socket as TLSSocket) : undefined;
     const rh = this.#c.requestHeader;
+    // Credentials were presented and failed: 401 even when anonymous requests are enabled.
+    let failed = false;
+    const certificate = tls !== undefined && (rh !== undefined || this.#c.clientCa !== undefined) && hasPeerCertificate(tls);
     if (tls && rh) {
       const cert = verifiedAgainst(tls, rh.ca);
       if (cert && isAllowedFrontProxy(cert, rh.allowedNames)) {
         const user = userFromRequestHeaders(req.rawHeaders, rh);
         if (user) return { user: withAuthenticatedGroup(user), method: 'requestheader', frontProxy: true };
-      }
+      } else if (certificate) failed = true;
     }
     if (tls && this.#c.clientCa) {
       const cert = verifiedAgainst(tls, this.#c.clientCa);
       const user = cert ? userFromCertificate(cert) : undefined;
       if (user) return { user: withAuthenticatedGroup(user), method: 'x509', frontProxy: false };
+      if (certificate) failed = true;
     }
     const token = bearerToken(firstHeader(req.rawHeaders, 'authorization'));
     if (token !== undefined) {
       const caller = await this.#bearer(token);
       if (caller) return caller;
+      failed = true;
     } else if (isWebSocketRequest(req)) {
       const ws = websocketBearer(req.rawHeaders);
       if (ws.error !== undefined) throw new UnauthorizedError(ws.error);
       if (ws.token !== undefined) {
         const caller = await this.#bearer(ws.token);
         if (caller) return caller;
+        failed = true;
       }
     }
+    if (!failed && anonymousAllowed(this.#c.anonymous, req.url)) return anonymousCaller();
     throw new UnauthorizedError('Unauthorized');
   }
 

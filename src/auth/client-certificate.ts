@@ -42,6 +42,11 @@ export function peerChain(socket: TLSSocket): X509Certificate[] {
   return out;
 }
 
+/** True when the peer presented a certificate in the handshake (verified or not). */
+export function hasPeerCertificate(socket: TLSSocket): boolean {
+  return Boolean(socket.getPeerCertificate()?.raw);
+}
+
 /**
  * The verified leaf certificate when the handshake accepted the peer's chain AND that chain leads to
  * a certificate in `bundle`; otherwise undefined.

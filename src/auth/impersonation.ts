@@ -6,10 +6,7 @@
 import type { AccessAttributes } from '../api-client.js';
 import type { Authorizer } from './authorizer.js';
 import type { ImpersonationRequest } from './identity-headers.js';
-import { ALL_AUTHENTICATED, serviceAccountOf, type UserInfo } from './user-info.js';
-
-/** The `system:anonymous` user, who never gets `system:authenticated` added. */
-export const ANONYMOUS_USER = 'system:anonymous';
+import { ALL_AUTHENTICATED, ANONYMOUS_USER, serviceAccountOf, type UserInfo } from './user-info.js';
 
 /** The SubjectAccessReview attributes for each part of an impersonation request. */
 export function impersonationChecks(r: ImpersonationRequest): AccessAttributes[] {

@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
 import { AuthenticationConfigFile, checkAuthenticationConfigFile, type AuthenticationConfigLogger } from './authentication-config-file.js';
 import { validateAuthenticationConfiguration, type CompiledJwtAuthenticator } from './authentication-config-validation.js';
+import type { AnonymousAuthConfig } from './authentication-config.js';
 import { aggregateMessage } from './field-errors.js';
 import { JwtAuthenticator } from './jwt-authenticator.js';
 import type { JwtMetrics } from './jwt-metrics.js';
@@ -27,6 +28,8 @@ export type JwtAuthenticationConfig =
 /** The JWT authenticators in force (read per request) and how to stop them. */
 export interface JwtAuthenticatorSource {
   readonly authenticator: JwtAuthenticator;
+  /** The file's `anonymous` as it was at start (a reload may not change it); absent with the `--oidc-*` flags. */
+  readonly anonymous?: AnonymousAuthConfig;
   close(): void;
 }
 

@@ -8,6 +8,7 @@
  */
 import type { X509Certificate } from 'node:crypto';
 import type { ReviewApi } from '../api-client.js';
+import type { AnonymousAuthConfig } from './authentication-config.js';
 import { Authenticator } from './authenticator.js';
 import { Authorizer } from './authorizer.js';
 import type { JwtAuthenticatorSource } from './jwt-authentication.js';
@@ -31,6 +32,8 @@ export interface ReviewerTrust {
    * reaches every cluster; each cluster still authorizes it with its own SubjectAccessReview.
    */
   jwt?: Pick<JwtAuthenticatorSource, 'authenticator'>;
+  /** `AuthenticationConfiguration.anonymous` (fixed for the process). */
+  anonymous?: AnonymousAuthConfig;
 }
 
 /** A function giving the {@link Reviewers} of a review API, the same pair every time for the same API. */
@@ -45,6 +48,7 @@ export function reviewersPerCluster(trust: ReviewerTrust): (reviews: ReviewApi) 
           ...(trust.clientCa ? { clientCa: trust.clientCa } : {}),
           ...(trust.requestHeader ? { requestHeader: trust.requestHeader } : {}),
           ...(trust.jwt ? { jwt: trust.jwt } : {}),
+          ...(trust.anonymous ? { anonymous: trust.anonymous } : {}),
         }),
         authorizer: new Authorizer(reviews),
       };

@@ -6,6 +6,12 @@
 /** The group every authenticated user belongs to (added by kube-apiserver's authenticator union). */
 export const ALL_AUTHENTICATED = 'system:authenticated';
 
+/** The user of a request without credentials, when anonymous requests are enabled (and an impersonable name). */
+export const ANONYMOUS_USER = 'system:anonymous';
+
+/** The group of {@link ANONYMOUS_USER}, who never gets `system:authenticated` added. */
+export const ALL_UNAUTHENTICATED = 'system:unauthenticated';
+
 /** Prefix of service-account user names: `system:serviceaccount:NAMESPACE:NAME`. */
 export const SERVICE_ACCOUNT_PREFIX = 'system:serviceaccount:';
 
@@ -21,9 +27,10 @@ export interface UserInfo {
 /**
  * How the user was authenticated (audit, logs and the WebSocket Origin rule): `token` by TokenReview,
  * `jwt` by the proxy's own JWT authenticators. Both are explicit bearer credentials a page must hold,
- * so the Origin rule treats them alike (only `x509` is supplied by a browser on its own).
+ * so the Origin rule treats them alike (only `x509` is supplied by a browser on its own). `anonymous`:
+ * no credentials at all, admitted by `AuthenticationConfiguration.anonymous`.
  */
-export type AuthenticationMethod = 'requestheader' | 'x509' | 'token' | 'jwt';
+export type AuthenticationMethod = 'requestheader' | 'x509' | 'token' | 'jwt' | 'anonymous';
 
 /** `user` with `system:authenticated` in its groups (once), as the apiserver's union authenticator adds it. */
 export function withAuthenticatedGroup(user: UserInfo): UserInfo {
