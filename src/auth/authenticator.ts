@@ -106,9 +106,10 @@ export class Authenticator {
     const socket = req.socket as Partial<TLSSocket>;
     const tls = typeof socket.getPeerCertificate === 'function' ? (socket as TLSSocket) : undefined;
     const rh = this.#c.requestHeader;
-    // Credentials were presented and failed: 401 even when anonymous requests are enabled.
+    // Credentials were presented and failed: 401 even when anonymous requests are enabled (only
+    // looked at then: without anonymous access the peer certificate is not read again).
     let failed = false;
-    const certificate = tls !== undefined && (rh !== undefined || this.#c.clientCa !== undefined) && hasPeerCertificate(tls);
+    const certificate = this.#c.anonymous?.enabled === true && tls !== undefined && (rh !== undefined || this.#c.clientCa !== undefined) && hasPeerCertificate(tls);
     if (tls && rh) {
       const cert = verifiedAgainst(tls, rh.ca);
       if (cert && isAllowedFrontProxy(cert, rh.allowedNames)) {

@@ -13,13 +13,12 @@
  * - an anonymous exec on a listed path is authorized like any caller: the SubjectAccessReview for
  *   `system:anonymous` says no, 403 before any upgrade.
  */
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, summary } from '../helpers/kubectl.js';
 import { request, startSecurityFixture, USERS, webSocketGetExec, type SecurityFixture } from './security-fixture.js';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 
 const skip = kubectlE2eSkipReason();
 const EXEC_PATH = '/api/v1/namespaces/default/pods/demo/exec';
