@@ -106,38 +106,41 @@ export class Authenticator {
     const socket = req.socket as Partial<TLSSocket>;
     const tls = typeof socket.getPeerCertificate === 'function' ? (socket as TLSSocket) : undefined;
     const rh = this.#c.requestHeader;
-    // Credentials were presented and failed: 401 even when anonymous requests are enabled (only
-    // looked at then: without anonymous access the peer certificate is not read again).
-    let failed = false;
-    const certificate = this.#c.anonymous?.enabled === true && tls !== undefined && (rh !== undefined || this.#c.clientCa !== undefined) && hasPeerCertificate(tls);
+    // Credentials that were presented and failed keep a request from being anonymous.
+    let frontProxyRefused = false;
+    let tokenFailed = false;
     if (tls && rh) {
       const cert = verifiedAgainst(tls, rh.ca);
       if (cert && isAllowedFrontProxy(cert, rh.allowedNames)) {
         const user = userFromRequestHeaders(req.rawHeaders, rh);
         if (user) return { user: withAuthenticatedGroup(user), method: 'requestheader', frontProxy: true };
-      } else if (certificate) failed = true;
+      } else frontProxyRefused = true;
     }
     if (tls && this.#c.clientCa) {
       const cert = verifiedAgainst(tls, this.#c.clientCa);
       const user = cert ? userFromCertificate(cert) : undefined;
       if (user) return { user: withAuthenticatedGroup(user), method: 'x509', frontProxy: false };
-      if (certificate) failed = true;
     }
     const token = bearerToken(firstHeader(req.rawHeaders, 'authorization'));
     if (token !== undefined) {
       const caller = await this.#bearer(token);
       if (caller) return caller;
-      failed = true;
+      tokenFailed = true;
     } else if (isWebSocketRequest(req)) {
       const ws = websocketBearer(req.rawHeaders);
       if (ws.error !== undefined) throw new UnauthorizedError(ws.error);
       if (ws.token !== undefined) {
         const caller = await this.#bearer(ws.token);
         if (caller) return caller;
-        failed = true;
+        tokenFailed = true;
       }
     }
-    if (!failed && anonymousAllowed(this.#c.anonymous, req.url)) return anonymousCaller();
+    if (!tokenFailed && anonymousAllowed(this.#c.anonymous, req.url)) {
+      // Reaching here, a certificate presented to a configured trust failed: the front-proxy CA
+      // refused it, or the client CA gave no user.
+      const certificateFailed = tls !== undefined && (frontProxyRefused || this.#c.clientCa !== undefined) && hasPeerCertificate(tls);
+      if (!certificateFailed) return anonymousCaller();
+    }
     throw new UnauthorizedError('Unauthorized');
   }
 
