@@ -9,7 +9,7 @@ import { toAPIServiceJSON, type APIService } from '../src/aggregation/apiservice
 import type { Aggregator } from '../src/aggregation/aggregator.js';
 import { AGE_COLUMN, includeObjectPolicy, NAME_COLUMN, table, translateTimestampSince, wantsTable, type TableColumnDefinition } from '../src/meta-table.js';
 import { errorStatus, notFoundStatus, type V1Status } from '../src/status.js';
-import { sendStatus } from './status-reply.js';
+import { sendStatus } from '../src/wire/status-reply.js';
 
 /** The group's name. */
 export const APIREGISTRATION_GROUP = 'apiregistration.k8s.io';

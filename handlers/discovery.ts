@@ -12,7 +12,7 @@ import { discoveryReply, negotiateDiscovery, notAcceptableStatus } from '../src/
 import type { HandlerDeps } from './handler-deps.js';
 import { proxyPlain } from './reverse-proxy.js';
 import { leaveBodiesUnread } from './raw-body.js';
-import { sendStatus } from './status-reply.js';
+import { sendStatus } from '../src/wire/status-reply.js';
 
 /** Options of {@link discoveryRoutes}. */
 export interface DiscoveryRouteOptions extends HandlerDeps {

@@ -2,7 +2,7 @@
  * What every route plugin needs from the server: the proxies, metrics and listener scheme.
  */
 import type { IncomingMessage } from 'node:http';
-import type { ClientInfo } from '../proxy/forwarded-headers.js';
+import type { ClientInfo } from '../src/wire/forwarded-headers.js';
 import type { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import type { FeatureGates } from '../src/feature-gate.js';
 import type { SessionRecorder } from '../src/recording/session-recorder.js';

@@ -12,9 +12,9 @@ import { ShuttingDownError, UpgradeRequiredError, statusForError } from '../src/
 import type { ClientProtocolLabel, HandlerLabel, SessionPathLabel } from '../src/metrics.js';
 import type { SessionFacts, StreamingSession } from '../src/streaming-sessions.js';
 import type { HandlerDeps } from './handler-deps.js';
-import { validateNamespace, validatePodName } from './pod-name.js';
+import { validateNamespace, validatePodName } from '../src/routing/pod-name.js';
 import { leaveBodiesUnread } from './raw-body.js';
-import { sendStatus } from './status-reply.js';
+import { sendStatus } from '../src/wire/status-reply.js';
 import { proxyUpgrade } from './upgrade.js';
 import { startRecording } from './recording-start.js';
 import type { BegunRecording } from '../src/recording/session-recorder.js';

@@ -11,7 +11,7 @@ import { RecordingUnavailableError } from '../src/recording/recording-errors.js'
 import type { BegunRecording, SessionRecorder } from '../src/recording/session-recorder.js';
 import type { V1Status } from '../src/status.js';
 import { clusterOf } from '../src/tunnel/cluster-path.js';
-import { queryBool } from '../translator/remote-command-options.js';
+import { queryBool } from '../src/wire/remote-command-options.js';
 
 /** The recorder's answer for one request. */
 export type RecordingStart = { kind: 'recorded'; recording: BegunRecording } | { kind: 'unrecorded' } | { kind: 'refused'; status: V1Status; message: string };

@@ -16,8 +16,8 @@ import {
   stripHopByHop,
   withForwardedHeaders,
   type HeaderPair,
-} from '../proxy/forwarded-headers.js';
-import { framingHeaders, requestFraming, type RequestFraming } from '../proxy/request-framing.js';
+} from '../src/wire/forwarded-headers.js';
+import { framingHeaders, requestFraming, type RequestFraming } from '../src/wire/request-framing.js';
 import { UpstreamUnreachableError, statusForError } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
 import { isLongRunningRequest } from '../src/routing/long-running.js';
@@ -25,7 +25,7 @@ import { routeOf, type Route } from '../src/routing/route.js';
 import type { AuthHeaders } from '../src/routing/upstream.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import { leaveBodiesUnread } from './raw-body.js';
-import { sendStatus } from './status-reply.js';
+import { sendStatus } from '../src/wire/status-reply.js';
 import { proxyUpgrade } from './upgrade.js';
 import { upgradeOf } from './upgrade-context.js';
 

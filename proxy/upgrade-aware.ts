@@ -24,14 +24,14 @@ import {
   withForwardedHeaders,
   type ClientInfo,
   type HeaderPair,
-} from './forwarded-headers.js';
-import type { CompleteResponseHead } from './response-head.js';
-import { relayErrorResponse } from './relay-error-response.js';
+} from '../src/wire/forwarded-headers.js';
+import type { CompleteResponseHead } from '../src/wire/response-head.js';
+import { relayErrorResponse } from '../src/wire/relay-error-response.js';
 import { spliceSockets, type Splice } from './splice.js';
-import { closeAfterAnswer } from './close-after-answer.js';
+import { closeAfterAnswer } from '../src/wire/close-after-answer.js';
 import { relayObserverFor } from '../src/recording/relay-observer.js';
 import type { BegunRecording } from '../src/recording/session-recorder.js';
-import { exchangeUpgradeHead } from './upstream-exchange.js';
+import { exchangeUpgradeHead } from '../src/upstream/upstream-exchange.js';
 
 /** The few settings the one caller needs (not Go's pile of booleans). */
 export interface UpgradeAwareProxyOptions {

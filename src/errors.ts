@@ -84,7 +84,7 @@ export class UpstreamClosedError extends ProxyError {
   }
 }
 
-/** The upstream's response head exceeded the byte cap (see `proxy/response-head.ts`). */
+/** The upstream's response head exceeded the byte cap (see `src/wire/response-head.ts`). */
 export class ResponseHeadTooLargeError extends ProxyError {
   override readonly name = 'ResponseHeadTooLargeError';
   readonly code = 'KSP_ERR_RESPONSE_HEAD_TOO_LARGE' as const;

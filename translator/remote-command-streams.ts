@@ -8,7 +8,7 @@
  */
 import { DEFAULT_OPEN_TIMEOUT_MS, type SpdyConnection, type SpdyStream } from '../src/spdy/index.js';
 import { StreamProtocolV1Name, StreamProtocolV2Name } from '../src/stream-protocol.js';
-import type { RemoteCommandOptions } from './remote-command-options.js';
+import type { RemoteCommandOptions } from '../src/wire/remote-command-options.js';
 
 /** The upstream streams of one session. */
 export interface RemoteCommandStreams {

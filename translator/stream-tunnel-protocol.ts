@@ -3,8 +3,8 @@
  * `pkg/util/proxy/streamtunnel.go` and `wsstream.IsWebSocketRequest`): which requests the tunnel takes,
  * which SPDY protocols they offer, and the SPDY/3.1 upgrade request head sent upstream in their place.
  */
-import { pairsFromRaw, type ClientInfo, type HeaderPair } from '../proxy/forwarded-headers.js';
-import { upstreamSpdyHeaders } from '../src/upstream-spdy.js';
+import { pairsFromRaw, type ClientInfo, type HeaderPair } from '../src/wire/forwarded-headers.js';
+import { upstreamSpdyHeaders } from '../src/upstream/upstream-spdy.js';
 import type { AuthHeaders } from '../src/routing/upstream.js';
 
 /** Prefix of a tunneling WebSocket subprotocol (client-go `WebsocketsSPDYTunnelingPrefix`). */

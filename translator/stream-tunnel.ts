@@ -13,11 +13,11 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { closeAfterAnswer } from '../proxy/close-after-answer.js';
-import { requestHead, type ClientInfo } from '../proxy/forwarded-headers.js';
-import type { CompleteResponseHead } from '../proxy/response-head.js';
-import { relayErrorResponse } from '../proxy/relay-error-response.js';
-import { exchangeUpgradeHead } from '../proxy/upstream-exchange.js';
+import { closeAfterAnswer } from '../src/wire/close-after-answer.js';
+import { requestHead, type ClientInfo } from '../src/wire/forwarded-headers.js';
+import type { CompleteResponseHead } from '../src/wire/response-head.js';
+import { relayErrorResponse } from '../src/wire/relay-error-response.js';
+import { exchangeUpgradeHead } from '../src/upstream/upstream-exchange.js';
 import {
   InvalidUpgradeResponseError,
   NoTunnelingProtocolError,

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
-import { writeRawStatus } from '../../src/http-response.js';
+import { writeRawStatus } from '../../src/wire/http-response.js';
 import { AccessControl, type AccessDecision } from './access-control.js';
 import { DevClusterRuntime } from './cluster-runtime.js';
 import { createCoreApiHandler } from './core-api.js';

@@ -19,7 +19,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { WebSocketServer } from 'ws';
-import { writeRawStatus } from '../../src/http-response.js';
+import { writeRawStatus } from '../../src/wire/http-response.js';
 import { errorStatus, type V1Status } from '../../src/status.js';
 import type { DevClusterRuntime } from './cluster-runtime.js';
 import { sendStatus } from './http-json.js';

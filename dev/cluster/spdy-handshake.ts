@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { writeRawResponse, responseHead } from '../../src/http-response.js';
+import { writeRawResponse, responseHead } from '../../src/wire/http-response.js';
 import {
   HEADER_ACCEPTED_PROTOCOL_VERSIONS,
   HEADER_PROTOCOL_VERSION,

@@ -6,7 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { WebSocketServer } from 'ws';
-import { writeRawStatus } from '../../src/http-response.js';
+import { writeRawStatus } from '../../src/wire/http-response.js';
 import { errorStatus, notFoundStatus } from '../../src/status.js';
 import type { DevClusterRuntime } from './cluster-runtime.js';
 import type { PodRegistry } from './pod-registry.js';

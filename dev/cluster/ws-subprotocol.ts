@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer } from 'ws';
 import { withWebSocketProtocols } from '../../src/auth/websocket-bearer.js';
-import { writeRawResponse } from '../../src/http-response.js';
+import { writeRawResponse } from '../../src/wire/http-response.js';
 import type { DevClusterRuntime } from './cluster-runtime.js';
 
 /**

@@ -6,7 +6,7 @@
  * applied by the authentication hook (`request-auth.ts`).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { sendStatus } from '../../handlers/status-reply.js';
+import { sendStatus } from '../wire/status-reply.js';
 import { checkWebSocketOrigin, type WebSocketOriginPolicy } from './websocket-origin.js';
 
 /** Build the hook: a refused WebSocket upgrade gets the policy's 403 Status. */

@@ -16,7 +16,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { sendStatus } from '../../handlers/status-reply.js';
+import { sendStatus } from '../wire/status-reply.js';
 import { errorStatus, type V1Status } from '../status.js';
 import { podStreamAttributes } from '../routing/request-path.js';
 import { UnauthorizedError, type Authenticator } from './authenticator.js';

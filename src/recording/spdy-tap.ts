@@ -12,7 +12,7 @@
  *   while a block is being inflated, later events of both directions wait in order behind it.
  * - stdin DATA (client→server) → `stdin`; stdout/stderr DATA (server→client) → `output`; the resize
  *   stream's JSON → `resize`; the error stream's content, at its FIN, decoded as client-go does
- *   (`translator/error-stream.ts`) → `exit` (no FIN, e.g. a lost upstream: no exit status).
+ *   (`src/wire/error-stream.ts`) → `exit` (no FIN, e.g. a lost upstream: no exit status).
  * - A stream the tap cannot parse stops the recording's events (a marker is not possible mid-frame);
  *   with enforce the recording's `fatal` is aborted by the owner (see {@link SpdyTap.failure}).
  *
@@ -25,7 +25,7 @@ import { encodeFrame, FrameParser, type SpdyFrame } from '../spdy/frame.js';
 import { HeaderDecompressor, headerValue, type SpdyHeaders } from '../spdy/header-block.js';
 import { encodeStatus, type V1Status } from '../status.js';
 import { TerminalSizeDecoder } from '../terminal-size.js';
-import { decodeErrorStream } from '../../translator/error-stream.js';
+import { decodeErrorStream } from '../wire/error-stream.js';
 import type { RelayedBytes, RelayObserver, RemoteCommandObserver, TerminationPlan } from './observer.js';
 
 /** Most error-stream bytes kept (a Status is a few hundred bytes). */

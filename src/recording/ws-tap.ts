@@ -17,7 +17,7 @@
 import { encodeStatus, type V1Status } from '../status.js';
 import { StreamProtocolV4Name, StreamProtocolV5Name } from '../stream-protocol.js';
 import { TerminalSizeDecoder } from '../terminal-size.js';
-import { decodeErrorStream } from '../../translator/error-stream.js';
+import { decodeErrorStream } from '../wire/error-stream.js';
 import type { RelayedBytes, RelayObserver, RemoteCommandObserver, TerminationPlan } from './observer.js';
 import { unmaskedCopy, WsFrameReader } from './ws-frame-reader.js';
 

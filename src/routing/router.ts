@@ -21,7 +21,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { sendStatus } from '../../handlers/status-reply.js';
+import { sendStatus } from '../wire/status-reply.js';
 import type { ReviewApi } from '../api-client.js';
 import { authenticatedUserOf, type AuthnMode } from '../auth/request-auth.js';
 import { impersonationHeaders } from '../auth/identity-headers.js';

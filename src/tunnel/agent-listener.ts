@@ -13,7 +13,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
-import { closeAfterAnswer } from '../../proxy/close-after-answer.js';
+import { closeAfterAnswer } from '../wire/close-after-answer.js';
 import type { HostPort } from '../listen-address.js';
 import type { TunnelMetrics, TunnelRefusalReason } from '../metrics.js';
 import { errorStatus } from '../status.js';

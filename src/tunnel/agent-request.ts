@@ -14,7 +14,7 @@ import type { AuthHeaders } from '../routing/upstream.js';
 /**
  * Cap on a request head: 64 KiB. kubectl's heads are a few hundred bytes (a bearer token and a
  * handful of `Impersonate-*` lines make them a few KiB); Node's own server default is 16 KiB and Go's
- * 1 MiB. The same cap as the proxy's on response heads (`proxy/response-head.ts`).
+ * 1 MiB. The same cap as the proxy's on response heads (`src/wire/response-head.ts`).
  */
 export const MAX_REQUEST_HEAD_BYTES = 64 * 1024;
 

@@ -14,9 +14,9 @@
  */
 import { constants as h2, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { Transform, type Duplex } from 'node:stream';
-import { relayErrorResponse } from '../../proxy/relay-error-response.js';
-import { readResponseHead } from '../../proxy/response-head.js';
-import { closeAfterAnswer } from '../../proxy/close-after-answer.js';
+import { relayErrorResponse } from '../wire/relay-error-response.js';
+import { readResponseHead } from '../wire/response-head.js';
+import { closeAfterAnswer } from '../wire/close-after-answer.js';
 import { UpstreamClosedError } from '../errors.js';
 import type { Upstream } from '../routing/upstream.js';
 import { errorStatus, type V1Status } from '../status.js';

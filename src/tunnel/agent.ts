@@ -20,7 +20,7 @@ import { performServerHandshake, type ServerHttp2Session } from 'node:http2';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
-import { readResponseHead } from '../../proxy/response-head.js';
+import { readResponseHead } from '../wire/response-head.js';
 import type { AgentLogger } from './agent-logger.js';
 import type { Upstream } from '../routing/upstream.js';
 import { reconnectDelayMs, RECONNECT_RESET_AFTER_MS } from './backoff.js';

@@ -1,12 +1,12 @@
 /**
- * Property-based fuzz tests for ResponseHeadParser (proxy/response-head.ts) on arbitrary input.
- * (The split-invariance property for a valid head lives in test/proxy/response-head.test.ts.)
+ * Property-based fuzz tests for ResponseHeadParser (src/wire/response-head.ts) on arbitrary input.
+ * (The split-invariance property for a valid head lives in test/src/wire/response-head.test.ts.)
  *
  * Runs scale with the FUZZ_RUNS environment variable (a multiplier, default 1).
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { MAX_RESPONSE_HEAD_BYTES, ResponseHeadParser, type CompleteResponseHead } from '../../proxy/response-head.js';
+import { MAX_RESPONSE_HEAD_BYTES, ResponseHeadParser, type CompleteResponseHead } from '../../src/wire/response-head.js';
 import { MalformedResponseHeadError, ResponseHeadTooLargeError } from '../../src/errors.js';
 
 const MULT = Number(process.env.FUZZ_RUNS ?? '1') || 1;

@@ -10,8 +10,8 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { encodeFrame, FrameParser, HeaderCompressor, SpdyConnection, type SpdyFrame, type SpdyStream } from '../../src/spdy/index.js';
-import { decodeErrorStream, MAX_QUOTED_ERROR_STREAM_CHARS } from '../../translator/error-stream.js';
-import { parseRemoteCommandOptions } from '../../translator/remote-command-options.js';
+import { decodeErrorStream, MAX_QUOTED_ERROR_STREAM_CHARS } from '../../src/wire/error-stream.js';
+import { parseRemoteCommandOptions } from '../../src/wire/remote-command-options.js';
 import { socketPair } from '../src/spdy/helpers.js';
 
 describe('remote-command options: stderr is dropped under tty before streams are counted', () => {

@@ -4,6 +4,9 @@
  * except the CLI's subcommands, which load them on demand (`import()`), so `serve` and `agent` never do.
  * And no module imports itself back through others (the import circles issue 24 named are broken:
  * upgrade-aware ⇄ upstream-exchange, route ⇄ upstream, agent ⇄ agent-stream).
+ * And arrows point down, as in Kubernetes (issues 31 and 32): the wire helpers every path shares sit in
+ * `src/wire/`, below everything that dials or relays; nothing in `src/` imports `handlers/`, `proxy/` or
+ * `translator/` (the server and the CLI excepted); the relays never import `handlers/`.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -73,5 +76,34 @@ describe('layout: no import circles', () => {
     };
     for (const file of files) if (!state.has(file)) visit(file, [file]);
     expect(circles).toEqual([]);
+  });
+});
+
+describe('layout: arrows point down', () => {
+  /** `[importer, target]` for every static or dynamic relative import of the files under `dirs`. */
+  function edges(dirs: string[]): Array<[string, string]> {
+    return dirs.flatMap((d) => sources(join(ROOT, d))).flatMap((file) =>
+      imports(readFileSync(file, 'utf8')).map(({ spec }): [string, string] => [relative(ROOT, file), relative(ROOT, join(file, '..', spec))]),
+    );
+  }
+  const ABOVE_SRC = ['handlers/', 'proxy/', 'translator/'];
+
+  it('has nothing in src/ import handlers/, proxy/ or translator/ (the server and the CLI excepted)', () => {
+    const all = edges(['src']).filter(([, target]) => ABOVE_SRC.some((room) => target.startsWith(room)));
+    const offenders = all.filter(([file]) => file !== 'src/server.ts' && file !== 'src/cli.ts');
+    expect(offenders.map(([f, t]) => `${f} → ${t}`)).toEqual([]);
+    // Not vacuous: the server does assemble the rooms above.
+    expect(all.length).toBeGreaterThan(0);
+  });
+
+  it('has the relays (proxy/, translator/) import nothing from handlers/', () => {
+    const offenders = edges(['proxy', 'translator']).filter(([, target]) => target.startsWith('handlers/'));
+    expect(offenders.map(([f, t]) => `${f} → ${t}`)).toEqual([]);
+  });
+
+  it('has src/wire/ import only itself and the leaf modules (status, errors, stream protocol names)', () => {
+    const leaves = new Set(['src/status.js', 'src/errors.js', 'src/stream-protocol.js']);
+    const offenders = edges(['src/wire']).filter(([, target]) => !target.startsWith('src/wire/') && !leaves.has(target));
+    expect(offenders.map(([f, t]) => `${f} → ${t}`)).toEqual([]);
   });
 });

@@ -7,7 +7,7 @@
  */
 import type { PodInfo } from '../../api-client.js';
 import { errorStatus, type V1Status } from '../../status.js';
-import { parseRemoteCommandOptions } from '../../../translator/remote-command-options.js';
+import { parseRemoteCommandOptions } from '../../wire/remote-command-options.js';
 
 /** The streaming subresources. */
 export type KubeletStreamSubresource = 'exec' | 'attach' | 'portforward';

@@ -10,7 +10,7 @@ import { routeVia, type Route } from '../route.js';
 import { kubeletStreamPath, type KubeletStreamSubresource } from './kubelet-location.js';
 import { kubeletAddress } from './node-address.js';
 import type { IncomingMessage } from 'node:http';
-import { validateNamespace, validatePodName } from '../../../handlers/pod-name.js';
+import { validateNamespace, validatePodName } from '../pod-name.js';
 import { podStreamAttributes } from '../request-path.js';
 import type { RouteDecision, RouteResolver } from '../router.js';
 

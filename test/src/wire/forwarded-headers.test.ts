@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { requestHead, setHeaders, stripHopByHop, withForwardedHeaders, type HeaderPair } from '../../proxy/forwarded-headers.js';
+import { requestHead, setHeaders, stripHopByHop, withForwardedHeaders, type HeaderPair } from '../../../src/wire/forwarded-headers.js';
 
 describe('forwarded headers', () => {
   it('removes hop-by-hop headers and every header named in Connection', () => {

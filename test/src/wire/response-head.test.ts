@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { ResponseHeadParser, MAX_RESPONSE_HEAD_BYTES } from '../../proxy/response-head.js';
-import { MalformedResponseHeadError, ResponseHeadTooLargeError } from '../../src/errors.js';
+import { ResponseHeadParser, MAX_RESPONSE_HEAD_BYTES } from '../../../src/wire/response-head.js';
+import { MalformedResponseHeadError, ResponseHeadTooLargeError } from '../../../src/errors.js';
 
 const HEAD = 'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n';
 const SURPLUS = Buffer.from([0x80, 0x03, 0x00, 0x04, 0x00, 0x00, 0x00, 0x0c, 0xff, 0x0d, 0x0a]);

@@ -7,18 +7,18 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { clientInfo, type HandlerDeps } from '../handlers/handler-deps.js';
-import type { PodParams, UpgradeDelegate } from '../handlers/pod-subresource.js';
-import { sendStatus } from '../handlers/status-reply.js';
-import type { UpgradeContext } from '../handlers/upgrade-context.js';
+import { clientInfo, type HandlerDeps } from './handler-deps.js';
+import type { PodParams, UpgradeDelegate } from './pod-subresource.js';
+import { sendStatus } from '../src/wire/status-reply.js';
+import type { UpgradeContext } from './upgrade-context.js';
 import { ShuttingDownError, UpstreamUpgradeRefusedError } from '../src/errors.js';
 import type { HandlerLabel } from '../src/metrics.js';
 import { StreamProtocolV5Name } from '../src/stream-protocol.js';
 import { dialErrorReason, type SessionEnd, type StreamingSession } from '../src/streaming-sessions.js';
-import { parseRemoteCommandOptions } from './remote-command-options.js';
-import { shouldTranslate } from './stream-close-predicate.js';
-import { StreamTranslatorProxy, type TranslatorResult } from './stream-translator.js';
-import { closeUnusedRecording } from '../handlers/recording-start.js';
+import { parseRemoteCommandOptions } from '../src/wire/remote-command-options.js';
+import { shouldTranslate } from '../translator/stream-close-predicate.js';
+import { StreamTranslatorProxy, type TranslatorResult } from '../translator/stream-translator.js';
+import { closeUnusedRecording } from './recording-start.js';
 import { SessionRecording } from '../src/recording/session-recording.js';
 
 const proxies = new WeakMap<HandlerDeps, StreamTranslatorProxy>();

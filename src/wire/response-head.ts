@@ -6,7 +6,7 @@
  * feeds it from a socket.
  */
 import type { Duplex } from 'node:stream';
-import { MalformedResponseHeadError, ResponseHeadTooLargeError, UpstreamClosedError } from '../src/errors.js';
+import { MalformedResponseHeadError, ResponseHeadTooLargeError, UpstreamClosedError } from '../errors.js';
 
 /**
  * Cap on the response head. Go's `http.DefaultMaxHeaderBytes` is 1 MiB, but an upgrade answer is a

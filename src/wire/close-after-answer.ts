@@ -3,8 +3,8 @@
  * upstream error, or Fastify's own answer to an upgrade request).
  */
 import type { Duplex } from 'node:stream';
-import { writeRawStatus } from '../src/http-response.js';
-import type { V1Status } from '../src/status.js';
+import { writeRawStatus } from './http-response.js';
+import type { V1Status } from '../status.js';
 
 /**
  * How long the client may take to read an answer and close its side before the socket is destroyed.

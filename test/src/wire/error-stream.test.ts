@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { nonZeroExitStatus } from '../../src/status.js';
-import { decodeErrorStream } from '../../translator/error-stream.js';
-import { statusOf, statusOfError } from '../../translator/stream-translator.js';
-import { UpstreamUpgradeRefusedError } from '../../src/errors.js';
-import { errorStatus } from '../../src/status.js';
+import { nonZeroExitStatus } from '../../../src/status.js';
+import { decodeErrorStream } from '../../../src/wire/error-stream.js';
+import { statusOf, statusOfError } from '../../../translator/stream-translator.js';
+import { UpstreamUpgradeRefusedError } from '../../../src/errors.js';
+import { errorStatus } from '../../../src/status.js';
 
 const v4 = 'v4.channel.k8s.io';
 

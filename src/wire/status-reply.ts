@@ -3,7 +3,7 @@
  * responder does.
  */
 import type { FastifyReply } from 'fastify';
-import { encodeStatus, type V1Status } from '../src/status.js';
+import { encodeStatus, type V1Status } from '../status.js';
 
 /** Send `status` as the JSON body with its code. */
 export function sendStatus(reply: FastifyReply, status: V1Status): FastifyReply {

@@ -2,7 +2,7 @@
  * The client side of a SPDY/3.1 upgrade toward the upstream, as client-go's `spdy.RoundTripper` does
  * it: dial (`Upstream.dial()`, HTTP/1.1 only), write the request head, read the response head with
  * every byte kept — the exchange the passthrough and the port-forward tunnel share
- * (`proxy/upstream-exchange.ts`) — and on 101 hand the socket (plus the bytes read past the head) to
+ * (`src/upstream/upstream-exchange.ts`) — and on 101 hand the socket (plus the bytes read past the head) to
  * a client-role {@link SpdyConnection}. A ≥ 400 answer is handed back unread, for the caller to relay
  * verbatim as the answer to its client's handshake (the UpgradeAwareProxy rule: know the upstream's
  * answer before taking the client over); any other answer is an error. No redirect is ever followed
@@ -12,7 +12,7 @@
  * request-target, the protocols offered and the extra header lines.
  */
 import type { Duplex } from 'node:stream';
-import { websocketBearer } from './auth/websocket-bearer.js';
+import { websocketBearer } from '../auth/websocket-bearer.js';
 import {
   rawFromPairs,
   requestHead,
@@ -21,15 +21,15 @@ import {
   withForwardedHeaders,
   type ClientInfo,
   type HeaderPair,
-} from '../proxy/forwarded-headers.js';
-import type { CompleteResponseHead } from '../proxy/response-head.js';
-import { exchangeUpgradeHead } from '../proxy/upstream-exchange.js';
-import { UpgradeMismatchError, UpstreamUpgradeRefusedError } from './errors.js';
-import { SpdyConnection, type SpdyLogger } from './spdy/index.js';
-import { errorStatus, isStatus, type V1Status } from './status.js';
-import { HEADER_PROTOCOL_VERSION, StreamProtocolV1Name } from './stream-protocol.js';
-import type { Route } from './routing/route.js';
-import type { AuthHeaders } from './routing/upstream.js';
+} from '../wire/forwarded-headers.js';
+import type { CompleteResponseHead } from '../wire/response-head.js';
+import { exchangeUpgradeHead } from './upstream-exchange.js';
+import { UpgradeMismatchError, UpstreamUpgradeRefusedError } from '../errors.js';
+import { SpdyConnection, type SpdyLogger } from '../spdy/index.js';
+import { errorStatus, isStatus, type V1Status } from '../status.js';
+import { HEADER_PROTOCOL_VERSION, StreamProtocolV1Name } from '../stream-protocol.js';
+import type { Route } from '../routing/route.js';
+import type { AuthHeaders } from '../routing/upstream.js';
 
 /** client-go reads at most this much of a refusal's body (`io.LimitReader(resp.Body, 64*1024)`). */
 export const MAX_REFUSAL_BODY_BYTES = 64 * 1024;

@@ -3,7 +3,7 @@
  * does (apimachinery `validation.IsDNS1123Label` / `IsDNS1123Subdomain`). Parameters arrive
  * percent-decoded, so an encoded slash or `..` fails here instead of reaching the upstream.
  */
-import { InvalidNameError } from '../src/errors.js';
+import { InvalidNameError } from '../errors.js';
 
 /** DNS-1123 label: at most 63 characters. */
 export const DNS1123_LABEL_MAX_LENGTH = 63;

@@ -4,7 +4,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { encodeStatus, type V1Status } from './status.js';
+import { encodeStatus, type V1Status } from '../status.js';
 
 /** Headers as name → value or repeated values. */
 export type RawHeaders = Record<string, string | number | readonly string[]>;

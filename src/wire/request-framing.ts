@@ -15,7 +15,7 @@
  * Pure: parsed headers in, header lines out.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { errorStatus, type V1Status } from '../src/status.js';
+import { errorStatus, type V1Status } from '../status.js';
 import type { HeaderPair } from './forwarded-headers.js';
 
 /** A request body's framing. */

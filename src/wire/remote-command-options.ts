@@ -4,7 +4,7 @@
  * HTTP Status answer, which a WebSocket client sees as a failed handshake (kubectl then retries over
  * SPDY, as it does against kube-apiserver).
  */
-import { errorStatus, type V1Status } from '../src/status.js';
+import { errorStatus, type V1Status } from '../status.js';
 
 /** Which remote-command streams the client asked for. */
 export interface RemoteCommandOptions {

@@ -3,8 +3,8 @@
  * client-go's error decoders do (`tools/remotecommand/v4.go` `errorDecoderV4`, `v2.go`): v4 is one
  * JSON metav1.Status; v1–v3 are text, where nothing at all means success.
  */
-import type { V1Status } from '../src/status.js';
-import { StreamProtocolV4Name, StreamProtocolV5Name } from '../src/stream-protocol.js';
+import type { V1Status } from '../status.js';
+import { StreamProtocolV4Name, StreamProtocolV5Name } from '../stream-protocol.js';
 
 /** How a remote command ended, as seen on the error stream. */
 export type RemoteCommandOutcome =

@@ -1,16 +1,16 @@
 /**
  * One upgrade request → response-head exchange with the upstream, shared by the passthrough
- * (UpgradeAwareProxy), the port-forward tunnel and the translator (`src/upstream-spdy.ts`): dial
+ * (UpgradeAwareProxy), the port-forward tunnel and the translator (`src/upstream/upstream-spdy.ts`): dial
  * (TLS/ALPN and credentials from `Upstream`), write the request head, read the response head with
  * every byte kept, all under one deadline, and abandoned as soon as the client goes away (its socket
  * closes: a reset, or a FIN once the paused socket is read).
  */
 import type { Duplex } from 'node:stream';
-import { UpstreamTimeoutError } from '../src/errors.js';
-import type { Route } from '../src/routing/route.js';
-import type { AuthHeaders } from '../src/routing/upstream.js';
-import type { CompleteResponseHead } from './response-head.js';
-import { readResponseHead } from './response-head.js';
+import { UpstreamTimeoutError } from '../errors.js';
+import type { Route } from '../routing/route.js';
+import type { AuthHeaders } from '../routing/upstream.js';
+import type { CompleteResponseHead } from '../wire/response-head.js';
+import { readResponseHead } from '../wire/response-head.js';
 
 /** What {@link exchangeUpgradeHead} needs. */
 export interface UpgradeExchange {
