@@ -2,8 +2,10 @@
  * The proxy's own endpoints on the shared listener (GET and HEAD only; see {@link isOwnRequest}): `/healthz` and `/livez` (plain `ok`: the process
  * serves requests), `/readyz` (ok only while not draining and the upstream is reachable, as
  * kube-apiserver's readyz fails during shutdown) and `/metrics` (Prometheus text from this server's
- * Registry). A failing `/readyz` answers 500 with one `[-]name failed: reason` line per failed check,
- * kube-apiserver's format.
+ * Registry). A failing `/readyz` answers 500 with one `[+]name ok` or `[-]name failed: reason withheld`
+ * line per check, kube-apiserver's format (`k8s.io/apiserver/pkg/server/healthz`): the endpoint is
+ * public, so why a check failed (the upstream's address, an issuer's URL, a dial error) goes to the
+ * log, never into the body. `?verbose` lists the checks of a passing `/readyz` too.
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
@@ -31,7 +33,7 @@ export interface ReadinessCheck {
   /** `shutdown`, `upstream`. */
   name: string;
   ok: boolean;
-  /** Why it failed. */
+  /** Why it failed: logged, never answered. */
   message?: string;
 }
 
@@ -42,19 +44,40 @@ export interface HealthOptions {
   readiness: () => Promise<ReadinessCheck[]>;
 }
 
-/** The `/readyz` body for failed checks: `[+]`/`[-]` lines, then `readyz check failed`. */
+/** One `[+]name ok` / `[-]name failed: reason withheld` line per check, as kube-apiserver writes them. */
+function checkLines(checks: readonly ReadinessCheck[]): string {
+  return checks.map((c) => (c.ok ? `[+]${c.name} ok\n` : `[-]${c.name} failed: reason withheld\n`)).join('');
+}
+
+/** The `/readyz` body for failed checks: the check lines, then `readyz check failed`. Reasons withheld. */
 export function readyzFailureBody(checks: readonly ReadinessCheck[]): string {
-  const lines = checks.map((c) => (c.ok ? `[+]${c.name} ok` : `[-]${c.name} failed: ${c.message ?? 'reason withheld'}`));
-  return `${lines.join('\n')}\nreadyz check failed\n`;
+  return `${checkLines(checks)}readyz check failed\n`;
+}
+
+/** The `/readyz?verbose` body when every check passed. */
+export function readyzVerboseBody(checks: readonly ReadinessCheck[]): string {
+  return `${checkLines(checks)}readyz check passed\n`;
+}
+
+/** True when the query has a `verbose` key (any value, as Go's `r.URL.Query()["verbose"]`). */
+function wantsVerbose(url: string): boolean {
+  const q = url.indexOf('?');
+  return q >= 0 && new URLSearchParams(url.slice(q + 1)).has('verbose');
 }
 
 /** Fastify plugin for the health and metrics endpoints. */
 export const healthRoutes: FastifyPluginAsync<HealthOptions> = async (scope: FastifyInstance, options: HealthOptions) => {
   for (const path of HEALTH_PATHS) {
-    scope.get(path, async (_request, reply) => {
+    scope.get(path, async (request, reply) => {
       if (path === '/readyz') {
         const checks = await options.readiness();
-        if (checks.some((c) => !c.ok)) return reply.code(500).type('text/plain; charset=utf-8').send(readyzFailureBody(checks));
+        const failed = checks.filter((c) => !c.ok);
+        if (failed.length > 0) {
+          // kube-apiserver logs `<names> check failed: readyz` with each reason; the body withholds them.
+          request.log.info({ checks: failed.map((c) => ({ name: c.name, reason: c.message ?? '' })) }, `readyz check failed: ${failed.map((c) => c.name).join(',')}`);
+          return reply.code(500).type('text/plain; charset=utf-8').send(readyzFailureBody(checks));
+        }
+        if (wantsVerbose(request.url)) return reply.type('text/plain; charset=utf-8').send(readyzVerboseBody(checks));
       }
       return reply.type('text/plain; charset=utf-8').send('ok');
     });

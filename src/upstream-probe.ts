@@ -18,7 +18,7 @@ export const UPSTREAM_PROBE_TIMEOUT_MS = 2_000;
 /** One probe result. */
 export interface ProbeResult {
   ok: boolean;
-  /** Why it failed (the dial error's message). */
+  /** Why it failed (the dial error's message): `/readyz` logs it and answers `reason withheld`. */
   message?: string;
 }
 

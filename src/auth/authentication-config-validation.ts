@@ -14,8 +14,8 @@ import {
   type PrefixedClaimOrExpression,
   type UserValidationRule,
 } from './authentication-config.js';
-import { compileClaimsExpression, compileUserExpression, isCompileFailure, selectsClaim, type CompiledExpression } from './cel-environment.js';
-import { duplicate, FieldPath, invalid, required, tooMany, type FieldError } from './field-errors.js';
+import { compileClaimsExpression, compileUserExpression, isCompileFailure, selectsClaim, type CompiledExpression, type CompileFailure } from './cel-environment.js';
+import { duplicate, FieldPath, internalError, invalid, required, tooMany, type FieldError } from './field-errors.js';
 
 /** Most `jwt[]` entries kube-apiserver accepts. */
 export const MAX_JWT_AUTHENTICATORS = 64;
@@ -154,10 +154,15 @@ export function certificateAuthorityProblem(pem: string): string | undefined {
   return good === 0 ? 'data does not contain any valid RSA or ECDSA certificates' : undefined;
 }
 
+/** A compile failure as kube-apiserver's `convertCELErrorToValidationError` reports it. */
+function compileError(path: FieldPath, expression: string, failure: CompileFailure): FieldError {
+  return failure.internal ? internalError(path, failure.detail) : invalid(path, expression, failure.detail);
+}
+
 function compileClaims(expression: string, mustBeBool: boolean, path: FieldPath, errs: FieldError[]): CompiledExpression | undefined {
   const r = compileClaimsExpression(expression, mustBeBool);
   if (isCompileFailure(r)) {
-    errs.push(invalid(path, expression, r.detail));
+    errs.push(compileError(path, expression, r));
     return undefined;
   }
   return r;
@@ -298,7 +303,7 @@ function validateUserValidationRules(rules: UserValidationRule[], path: FieldPat
     }
     seen.add(rule.expression);
     const r = compileUserExpression(rule.expression);
-    if (isCompileFailure(r)) errs.push(invalid(p.child('expression'), rule.expression, r.detail));
+    if (isCompileFailure(r)) errs.push(compileError(p.child('expression'), rule.expression, r));
     else mapper.userValidationRules.push({ compiled: r, message: rule.message });
   });
   return errs;

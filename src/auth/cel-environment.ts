@@ -9,13 +9,17 @@
  *
  * Beyond the engine's standard library (macros `has`, `all`, `exists`, `exists_one`, `map`, `filter`,
  * `cel.bind`; optional types `?.`/`orValue`; `lowerAscii`, `upperAscii`, `split`, `join`, `trim`,
- * `indexOf`, `substring`, `matches`...) this adds what Kubernetes' base environment has and the
+ * `indexOf`, `substring`...) this adds what Kubernetes' base environment has and the
  * documentation's examples use: ext.Sets (`sets.contains`, `sets.equivalent`, `sets.intersects`),
  * ext.Strings' `replace`, `charAt`, `reverse`, and the Kubernetes regex library's `find`/`findAll`.
- * Not provided: Kubernetes' URL, IP, CIDR, quantity, semver and format libraries, and the per-call
- * cost limit (docs/security.md, "Deviations from kube-apiserver").
+ * Regular expressions run on RE2, never on `RegExp`: the engine's own `matches` is replaced by
+ * `cel-regex.ts`'s, and literal patterns are checked at compile time. Every evaluation runs under
+ * kube-apiserver's per-call cost limit (`cel-cost.ts`). Not provided: Kubernetes' URL, IP, CIDR,
+ * quantity, semver and format libraries (docs/security.md, "Deviations from kube-apiserver").
  */
 import { Environment, type ASTNode } from '@marcbachmann/cel-js';
+import { evaluateWithinBudget, meterEvaluator, type CelCostLimitError, type CelEvaluator } from './cel-cost.js';
+import { invalidRegexLiteral, regexFind, regexFindAll, regexMatches } from './cel-regex.js';
 
 /** The claims variable's name. */
 export const CLAIMS_VAR = 'claims';
@@ -28,13 +32,20 @@ export interface CompiledExpression {
   /** The checked type (`bool`, `string`, `list<string>`, `dyn`...). */
   readonly type: string;
   readonly ast: ASTNode;
-  /** Evaluate with the variable bound (throws the engine's EvaluationError on a runtime error). */
+  /**
+   * Evaluate with the variable bound, under the per-call cost limit. Throws on a runtime error: the
+   * engine's EvaluationError, a regex error, or {@link CelCostLimitError} over budget.
+   */
   evaluate(value: unknown): unknown;
 }
 
-/** Why an expression did not compile: `detail` is kube-apiserver's `compilation failed: ...` text. */
+/**
+ * Why an expression did not compile: `detail` is kube-apiserver's text (`compilation failed: ...`).
+ * `internal` when kube-apiserver reports it as an internal error (`program instantiation failed: ...`).
+ */
 export interface CompileFailure {
   readonly detail: string;
+  readonly internal?: true;
 }
 
 /** Namespace object behind `sets.*` (the engine's own `cel.bind` is built the same way). */
@@ -81,12 +92,53 @@ function withKubernetesLibraries(env: Environment): Environment {
       return chars[Number(i)] ?? '';
     })
     .registerFunction('string.reverse(): string', (s: string) => [...s].reverse().join(''))
-    .registerFunction('string.find(string): string', (s: string, re: string) => new RegExp(re, 'u').exec(s)?.[0] ?? '')
-    .registerFunction('string.findAll(string): list<string>', (s: string, re: string) => [...s.matchAll(new RegExp(re, 'gu'))].map((m) => m[0]))
-    .registerFunction('string.findAll(string, int): list<string>', (s: string, re: string, n: bigint) => {
-      const all = [...s.matchAll(new RegExp(re, 'gu'))].map((m) => m[0]);
-      return n < 0n ? all : all.slice(0, Number(n));
-    });
+    .registerFunction('string.find(string): string', (s: string, re: string) => regexFind(s, re))
+    .registerFunction('string.findAll(string): list<string>', (s: string, re: string) => regexFindAll(s, re))
+    .registerFunction('string.findAll(string, int): list<string>', (s: string, re: string, n: bigint) => regexFindAll(s, re, n));
+}
+
+/** The engine's declaration of a function, as its overload candidates hold it (frozen objects). */
+interface FunctionDeclaration {
+  readonly signature: string;
+  readonly handler: (...args: never[]) => unknown;
+}
+
+/** What type-checking leaves on a call node: the environment's own candidate list for that call. */
+interface CheckedCall {
+  candidates?: { declarations: FunctionDeclaration[] };
+}
+
+const MATCHES_SIGNATURE = 'string.matches(string): bool';
+
+/**
+ * Put RE2 in place of the engine's `string.matches` (a `RegExp`) in `env`, and meter `env`'s
+ * evaluator (`cel-cost.ts`). cel-js offers no way to replace a built-in overload, so this swaps the
+ * declaration in `env`'s own candidate list, which type-checking a probe call exposes: an object
+ * inheriting the built-in declaration, with RE2 as its handler. Only `env` sees it (registering the
+ * Kubernetes functions gave it its own lists; the engine's other environments keep theirs). A second
+ * probe must then reach the RE2 handler, which hands over the evaluator (the engine calls handlers
+ * with it as `this`); anything else fails at module load, never silently leaving `RegExp` in place.
+ */
+function withRe2Matches(env: Environment): Environment {
+  const probe = env.parse('"".matches("")');
+  const checked = probe.check();
+  const decls = (probe.ast as unknown as CheckedCall).candidates?.declarations;
+  const i = decls?.findIndex((d) => d.signature === MATCHES_SIGNATURE) ?? -1;
+  if (!checked.valid || !decls || i < 0) throw new Error(`cel-js: no ${MATCHES_SIGNATURE} overload to replace`);
+  let evaluator: CelEvaluator | undefined;
+  let capturing = true;
+  const handler = function re2Matches(this: CelEvaluator, s: string, pattern: string): boolean {
+    if (capturing) evaluator = this;
+    return regexMatches(s, pattern);
+  };
+  decls[i] = Object.create(decls[i]!, { handler: { value: handler, enumerable: true } }) as FunctionDeclaration;
+  const second = env.parse('"a".matches("(?i)A")');
+  // `(?i)` is RE2 syntax that RegExp rejects: true proves the RE2 handler ran.
+  const proved = second.check().valid && second({}) === true;
+  capturing = false;
+  if (!proved || !evaluator || typeof evaluator.run !== 'function') throw new Error(`cel-js: ${MATCHES_SIGNATURE} is not the RE2 one`);
+  meterEvaluator(evaluator);
+  return env;
 }
 
 let claimsEnv: Environment | undefined;
@@ -94,16 +146,18 @@ let userEnv: Environment | undefined;
 
 /** The environment for claim validation rules and mappings (built once). */
 function claimsEnvironment(): Environment {
-  claimsEnv ??= withKubernetesLibraries(new Environment({ enableOptionalTypes: true })).registerVariable(CLAIMS_VAR, 'map');
+  claimsEnv ??= withRe2Matches(withKubernetesLibraries(new Environment({ enableOptionalTypes: true })).registerVariable(CLAIMS_VAR, 'map'));
   return claimsEnv;
 }
 
 /** The environment for user validation rules (built once). */
 function userEnvironment(): Environment {
-  userEnv ??= withKubernetesLibraries(new Environment({ enableOptionalTypes: true })).registerVariable({
-    name: USER_VAR,
-    schema: { username: 'string', uid: 'string', groups: 'list<string>', extra: 'map<string, list<string>>' },
-  });
+  userEnv ??= withRe2Matches(
+    withKubernetesLibraries(new Environment({ enableOptionalTypes: true })).registerVariable({
+      name: USER_VAR,
+      schema: { username: 'string', uid: 'string', groups: 'list<string>', extra: 'map<string, list<string>>' },
+    }),
+  );
   return userEnv;
 }
 
@@ -136,9 +190,15 @@ function compileIn(env: Environment, variable: string, expression: string, mustB
   }
   const checked = parsed.check();
   if (!checked.valid) return { detail: failureText(expression, checked.error as EngineError) };
+  // kube-apiserver's order: compilation (with the `matches` literal validator), the result type, then
+  // program instantiation (where the regex library compiles `find`/`findAll` literals).
+  const badMatches = invalidRegexLiteral(parsed.ast, 'compile');
+  if (badMatches) return { detail: `compilation failed: ERROR: ${location(expression, badMatches.offset)}: ${badMatches.message}` };
   const type = checked.type ?? 'dyn';
   if (mustBeBool && type !== 'bool') return { detail: 'must evaluate to bool' };
-  return { expression, type, ast: parsed.ast, evaluate: (value: unknown) => parsed({ [variable]: value }) };
+  const badFind = invalidRegexLiteral(parsed.ast, 'program');
+  if (badFind) return { detail: `program instantiation failed: ${badFind.message}`, internal: true };
+  return { expression, type, ast: parsed.ast, evaluate: (value: unknown) => evaluateWithinBudget(() => parsed({ [variable]: value })) };
 }
 
 /** Compile an expression over `claims`; `mustBeBool` for validation rules. */

@@ -37,6 +37,14 @@ export interface VerifiedToken {
   keyGeneration: number;
 }
 
+/**
+ * What {@link IssuerAuthenticator.verify} decided. A refusal carries `keyGeneration` when the
+ * signature verified with that key set: the token is genuine and refused for its claims (expired,
+ * audience, a claim rule, a CEL error or cost), a verdict that stands while those keys do. A refusal
+ * without it (malformed, forged, unknown key, keys not known yet) says nothing lasting about the token.
+ */
+export type Verdict = ({ ok: true } & VerifiedToken) | { ok: false; error: JwtAuthenticationError; keyGeneration?: number };
+
 /** Options of {@link IssuerAuthenticator}. */
 export interface IssuerAuthenticatorOptions extends Omit<IssuerKeysOptions, 'issuer' | 'discoveryURL' | 'certificateAuthority'> {
   /** Allowed `alg` values; default {@link ALL_SIGNING_ALGORITHMS}. */
@@ -127,19 +135,21 @@ export class IssuerAuthenticator {
   }
 
   /**
-   * Verify a token already routed here by its `iss`. Throws {@link JwtAuthenticationError} (with
-   * `issuer` set) when it is not valid.
+   * Verify a token already routed here by its `iss`: the user, or the refusal (a
+   * {@link JwtAuthenticationError} with `issuer` set). Other errors (bugs) are thrown.
    */
-  async verify(t: ParsedToken): Promise<VerifiedToken> {
+  async verify(t: ParsedToken): Promise<Verdict> {
+    let signedWith: number | undefined;
     try {
-      return await this.#verify(t);
+      return { ok: true, ...(await this.#verify(t, (generation) => (signedWith = generation))) };
     } catch (err) {
-      if (err instanceof JwtAuthenticationError) throw new JwtAuthenticationError(err.reason, err.message, this.issuer);
-      throw err;
+      if (!(err instanceof JwtAuthenticationError)) throw err;
+      const error = new JwtAuthenticationError(err.reason, err.message, this.issuer);
+      return signedWith === undefined ? { ok: false, error } : { ok: false, error, keyGeneration: signedWith };
     }
   }
 
-  async #verify(t: ParsedToken): Promise<VerifiedToken> {
+  async #verify(t: ParsedToken, signatureVerified: (generation: number) => void): Promise<VerifiedToken> {
     const snapshot = this.#keys.keys;
     if (!snapshot) fail('not_initialized', 'oidc: authenticator not initialized');
     const signature = t.token.slice(t.token.lastIndexOf('.') + 1);
@@ -154,6 +164,7 @@ export class IssuerAuthenticator {
     if (header.crit !== undefined) fail('malformed', 'oidc: malformed jwt: critical header parameters are not supported');
     if (typeof header.cty === 'string' && header.cty.toUpperCase() === 'JWT') fail('malformed', 'oidc: malformed jwt: nested tokens are not accepted');
     const generation = await this.#verifySignature(t.token, header, snapshot);
+    signatureVerified(generation);
     const claims = t.payload;
     this.#checkClaims(claims);
     const user = userFromClaims(this.#a, claims);

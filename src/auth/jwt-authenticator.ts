@@ -10,20 +10,36 @@
  * only, and its error is final for the JWT set ({@link JwtAuthenticationError}, never containing the
  * token). Tokens over {@link MAX_TOKEN_BYTES} are refused outright.
  *
- * Successful verifications are cached (bounded LRU keyed by the token's SHA-256, never the token)
- * until the token's `exp` or until its issuer's key set changes, whichever is first; failures are not
- * cached (kube-apiserver's failure TTL is 0). Latency is recorded on cache misses for matched issuers.
+ * Verdicts are cached (bounded LRU keyed by the token's SHA-256, never the token), both ways:
+ * - an accepted token until its `exp` or until its issuer's key set changes, whichever is first;
+ * - a refused token whose signature verified (expired, wrong audience, a claim rule, a CEL error or
+ *   its cost limit) for {@link JWT_FAILURE_CACHE_TTL_MS}, or until the key set changes: a signed
+ *   token cannot be varied at will, so its evaluation runs once per TTL however often it is replayed;
+ * - never a token whose signature did not verify (anyone can make those: they must not fill the cache).
+ * Concurrent presentations of one token share one verification (kube-apiserver's cached token
+ * authenticator joins them the same way). Latency is recorded on cache misses for matched issuers
+ * (kube-apiserver's definition), so a cache hit is visible as a missing observation.
  */
 import { createHash } from 'node:crypto';
 import type { CompiledJwtAuthenticator } from './authentication-config-validation.js';
-import { decodeBase64Url, IssuerAuthenticator, parseJsonObject, type IssuerAuthenticatorOptions } from './issuer-authenticator.js';
+import { decodeBase64Url, IssuerAuthenticator, parseJsonObject, type IssuerAuthenticatorOptions, type Verdict } from './issuer-authenticator.js';
 import type { IssuerKeysLogger } from './issuer-keys.js';
 import { JwtAuthenticationError, MAX_TOKEN_BYTES } from './jwt-error.js';
 import type { JwtMetrics } from './jwt-metrics.js';
 import type { UserInfo } from './user-info.js';
 
-/** Most verified tokens remembered; the least recently used go first. */
+/** Most verdicts remembered; the least recently used go first. */
 export const JWT_CACHE_MAX_ENTRIES = 10_000;
+
+/**
+ * How long the refusal of a genuine (signature-verified) token is remembered. kube-apiserver caches
+ * its token authenticators' answers for 10 s (`TokenSuccessCacheTTL`) and its failures for 0 s by
+ * default (`TokenFailureCacheTTL`; concurrent requests still share one evaluation): this proxy keeps
+ * refusals for the same 10 s, so a replayed token whose claims are expensive to evaluate costs one
+ * evaluation per 10 s, while a token refused for its time bounds (`nbf` a little ahead) or a
+ * configuration about to change is re-examined soon enough.
+ */
+export const JWT_FAILURE_CACHE_TTL_MS = 10_000;
 
 /** Where failures and key events are logged (a pino logger fits). */
 export type JwtAuthenticatorLogger = IssuerKeysLogger;
@@ -36,8 +52,11 @@ export interface JwtAuthenticatorOptions extends Omit<IssuerAuthenticatorOptions
   cacheMaxEntries?: number;
 }
 
+/** What a token came to: its user, or its refusal. */
+type Outcome = { user: UserInfo } | { error: JwtAuthenticationError };
+
 interface CacheEntry {
-  user: UserInfo;
+  outcome: Outcome;
   expiresAtMs: number;
   authenticator: IssuerAuthenticator;
   keyGeneration: number;
@@ -64,6 +83,8 @@ export class JwtAuthenticator {
   readonly #byIssuer = new Map<string, IssuerAuthenticator>();
   readonly #ordered: IssuerAuthenticator[] = [];
   readonly #cache = new Map<string, CacheEntry>();
+  /** Verifications in progress, by token hash: later presentations wait for the first one's outcome. */
+  readonly #inFlight = new Map<string, Promise<Outcome>>();
   readonly #cacheMax: number;
   readonly #metrics: JwtMetrics | undefined;
   readonly #log: JwtAuthenticatorLogger;
@@ -102,29 +123,58 @@ export class JwtAuthenticator {
       throw err;
     }
     const key = createHash('sha256').update(token).digest('base64');
+    const outcome = this.#cached(key) ?? (await this.#verifyOnce(key, token));
+    if (outcome === undefined) return undefined;
+    if ('user' in outcome) return { user: outcome.user };
+    this.#logFailure(outcome.error);
+    throw outcome.error;
+  }
+
+  /** The cached outcome for `key` while it holds (marked most recently used), else undefined. */
+  #cached(key: string): Outcome | undefined {
     const hit = this.#cache.get(key);
-    if (hit) {
-      if (hit.expiresAtMs >= this.#now() && hit.authenticator.keyGeneration === hit.keyGeneration) {
-        this.#cache.delete(key);
-        this.#cache.set(key, hit);
-        return { user: hit.user };
-      }
-      this.#cache.delete(key);
-    }
+    if (!hit) return undefined;
+    this.#cache.delete(key);
+    if (hit.expiresAtMs < this.#now() || hit.authenticator.keyGeneration !== hit.keyGeneration) return undefined;
+    this.#cache.set(key, hit);
+    return hit.outcome;
+  }
+
+  /** Verify a token not in the cache, joining a verification of the same token already under way; undefined = not ours. */
+  async #verifyOnce(key: string, token: string): Promise<Outcome | undefined> {
+    const pending = this.#inFlight.get(key);
+    if (pending) return pending;
     const routed = routeToken(token);
     const authenticator = routed && this.#byIssuer.get(routed.iss);
     if (!routed || !authenticator) return undefined;
-    const start = process.hrtime.bigint();
+    const verification = this.#verify(key, authenticator, { token, header: routed.header, payload: routed.payload });
+    this.#inFlight.set(key, verification);
     try {
-      const v = await authenticator.verify({ token, header: routed.header, payload: routed.payload });
-      this.#metrics?.observeAuthentication(authenticator.issuer, 'success', Number(process.hrtime.bigint() - start) / 1e9);
-      this.#remember(key, { user: v.user, expiresAtMs: v.expiresAtMs, authenticator, keyGeneration: v.keyGeneration });
-      return { user: v.user };
+      return await verification;
+    } finally {
+      this.#inFlight.delete(key);
+    }
+  }
+
+  /** One verification: measured, and its outcome cached when it says something lasting about the token. */
+  async #verify(key: string, authenticator: IssuerAuthenticator, t: Parameters<IssuerAuthenticator['verify']>[0]): Promise<Outcome> {
+    const start = process.hrtime.bigint();
+    let v: Verdict;
+    try {
+      v = await authenticator.verify(t);
     } catch (err) {
       this.#metrics?.observeAuthentication(authenticator.issuer, 'failure', Number(process.hrtime.bigint() - start) / 1e9);
-      if (err instanceof JwtAuthenticationError) this.#logFailure(err);
       throw err;
     }
+    this.#metrics?.observeAuthentication(authenticator.issuer, v.ok ? 'success' : 'failure', Number(process.hrtime.bigint() - start) / 1e9);
+    if (v.ok) {
+      this.#remember(key, { outcome: { user: v.user }, expiresAtMs: v.expiresAtMs, authenticator, keyGeneration: v.keyGeneration });
+      return { user: v.user };
+    }
+    if (v.keyGeneration !== undefined) {
+      this.#remember(key, { outcome: { error: v.error }, expiresAtMs: this.#now() + JWT_FAILURE_CACHE_TTL_MS, authenticator, keyGeneration: v.keyGeneration });
+    }
+    return { error: v.error };
   }
 
   /**

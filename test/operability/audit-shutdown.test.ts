@@ -72,7 +72,7 @@ describe.skipIf(skipReason !== undefined)('audit events and graceful shutdown (k
       expect(f.proxy.draining).toBe(true);
       const ready = await f.proxy.app.inject({ method: 'GET', url: '/readyz' });
       expect(ready.statusCode).toBe(500);
-      expect(ready.body).toContain('[-]shutdown failed: proxy is shutting down');
+      expect(ready.body).toContain('[-]shutdown failed: reason withheld');
       await expect(fetch(`${f.proxy.url}/livez`)).rejects.toThrow();
       const exit = await kubectl.stop('SIGCONT', 20_000);
       expect(exit, JSON.stringify(kubectl.output())).toEqual({ code: 0, signal: null, killed: false });

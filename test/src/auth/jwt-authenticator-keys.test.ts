@@ -2,7 +2,9 @@
  * The JWT authenticator's keys and cache against a real OpenID Provider: start-up with the issuer
  * unreachable (readiness says why, tokens refused, then accepted once the keys are known), the
  * discovery document's checks, key rotation within the refresh bound, the unknown-kid refresh rate
- * limit counted at the issuer, the token cache, and the metrics in kube-apiserver's names.
+ * limit counted at the issuer, the token cache (successes, the refusals of verified tokens, shared
+ * concurrent verifications; never forged tokens), the CEL cost limit, and the metrics in
+ * kube-apiserver's names.
  */
 import { randomBytes } from 'node:crypto';
 import { Registry } from 'prom-client';
@@ -10,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeAuthenticationConfiguration } from '../../../src/auth/authentication-config.js';
 import { validateAuthenticationConfiguration } from '../../../src/auth/authentication-config-validation.js';
 import { UNKNOWN_KEY_REFRESH_MIN_INTERVAL_MS } from '../../../src/auth/issuer-keys.js';
-import { JwtAuthenticator, type JwtAuthenticatorOptions } from '../../../src/auth/jwt-authenticator.js';
+import { JWT_FAILURE_CACHE_TTL_MS, JwtAuthenticator, type JwtAuthenticatorOptions } from '../../../src/auth/jwt-authenticator.js';
 import { JwtAuthenticationError } from '../../../src/auth/jwt-error.js';
 import { createJwtMetrics, kubeHash } from '../../../src/auth/jwt-metrics.js';
 import { counterValue } from '../../helpers/metrics.js';
@@ -153,7 +155,7 @@ describe('keys', () => {
 });
 
 describe('cache and metrics', () => {
-  it('caches successes until exp (a cache hit does not verify again), never failures', async () => {
+  it('caches successes until exp and the refusal of a verified token for JWT_FAILURE_CACHE_TTL_MS; a cache hit does not verify again', async () => {
     let clock = Date.now();
     const registry = new Registry();
     const metrics = createJwtMetrics(registry, { apiserverId: 'test-proxy' });
@@ -168,10 +170,53 @@ describe('cache and metrics', () => {
     clock = exp * 1000 + 1;
     expect(await reason(a, token)).toBe('expired');
     expect(await reason(a, token)).toBe('expired');
+    expect(await count('failure')).toBe(1);
+    // Once the failure TTL has passed, the token is verified again.
+    clock += JWT_FAILURE_CACHE_TTL_MS + 1;
+    expect(await reason(a, token)).toBe('expired');
     expect(await count('failure')).toBe(2);
     // Tokens of no configured issuer are not measured.
     expect(await reason(a, await idp.mint({ iss: 'https://elsewhere.example.com' }))).toBe('no opinion');
     expect((await count('success')) + (await count('failure'))).toBe(3);
+  });
+
+  it('a token whose signature does not verify is never cached: anyone can make those, so they must not fill the cache', async () => {
+    const registry = new Registry();
+    const a = build({ metrics: createJwtMetrics(registry, { apiserverId: 'x' }) });
+    await a.waitReady(10_000, 20);
+    const [h, , sig] = (await idp.mint()).split('.');
+    const forged = `${h}.${Buffer.from(JSON.stringify({ iss: idp.issuer, aud: TEST_CLIENT_ID, sub: 'admin', exp: Math.floor(Date.now() / 1000) + 60 })).toString('base64url')}.${sig}`;
+    for (let i = 0; i < 3; i++) expect(await reason(a, forged)).toBe('invalid_signature');
+    expect(counterValue(await registry.metrics(), 'apiserver_authentication_jwt_authenticator_latency_seconds_count', { result: 'failure' })).toBe(3);
+  });
+
+  it('concurrent presentations of one token share one verification, accepted or refused', async () => {
+    const registry = new Registry();
+    const a = build({ metrics: createJwtMetrics(registry, { apiserverId: 'x' }) });
+    await a.waitReady(10_000, 20);
+    const [good, bad] = await Promise.all([idp.mint(), idp.mint({ aud: 'someone-else' })]);
+    expect(await Promise.all(Array.from({ length: 5 }, () => reason(a, good!)))).toEqual(Array(5).fill('user alice'));
+    expect(await Promise.all(Array.from({ length: 5 }, () => reason(a, bad!)))).toEqual(Array(5).fill('audience'));
+    const text = await registry.metrics();
+    expect(counterValue(text, 'apiserver_authentication_jwt_authenticator_latency_seconds_count', { result: 'success' })).toBe(1);
+    expect(counterValue(text, 'apiserver_authentication_jwt_authenticator_latency_seconds_count', { result: 'failure' })).toBe(1);
+  });
+
+  it("a claim rule over the CEL cost budget refuses the token with cel-go's message, logged; the refusal is cached", async () => {
+    const registry = new Registry();
+    const logged: string[] = [];
+    const log = { info: () => {}, warn: (_obj: object, msg: string) => logged.push(msg) };
+    const rule = 'claims.l.all(x, claims.l.all(y, claims.l.all(z, x + y + z >= 0)))';
+    const a = build({ metrics: createJwtMetrics(registry, { apiserverId: 'x' }), log }, `${yaml()}  claimValidationRules:\n  - expression: "${rule}"\n    message: never false\n`);
+    await a.waitReady(10_000, 20);
+    const token = await idp.mint({ l: Array.from({ length: 200 }, (_, i) => i) });
+    expect(await reason(a, token)).toBe('expression_error');
+    expect(await reason(a, token)).toBe('expression_error');
+    const message = `jwt authentication failed: oidc: error evaluating claim validation expression: expression '${rule}' resulted in error: operation cancelled: actual cost limit exceeded`;
+    expect(logged).toEqual([message, message]);
+    expect(counterValue(await registry.metrics(), 'apiserver_authentication_jwt_authenticator_latency_seconds_count', { result: 'failure' })).toBe(1);
+    // Within the budget, the same rule accepts.
+    expect(await reason(a, await idp.mint({ l: [1, 2, 3] }))).toBe('user alice');
   });
 
   it('the cache is bounded (least recently used first)', async () => {
