@@ -18,6 +18,7 @@ import {
   type HeaderPair,
 } from '../src/wire/forwarded-headers.js';
 import { framingHeaders, requestFraming, type RequestFraming } from '../src/wire/request-framing.js';
+import { checkRequestTarget, requestHeaderLines } from '../src/wire/request-head.js';
 import { UpstreamUnreachableError, statusForError } from '../src/errors.js';
 import { errorStatus } from '../src/status.js';
 import { isLongRunningRequest } from '../src/routing/long-running.js';
@@ -26,6 +27,7 @@ import type { AuthHeaders } from '../src/routing/upstream.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import { leaveBodiesUnread } from './raw-body.js';
 import { sendStatus } from '../src/wire/status-reply.js';
+import { nodeProxyStreamRefusal } from './node-proxy-stream.js';
 import { proxyUpgrade } from './upgrade.js';
 import { upgradeOf } from './upgrade-context.js';
 
@@ -135,11 +137,19 @@ export async function proxyPlain(request: FastifyRequest, reply: FastifyReply, d
   // The backend and the identity to present there (the caller's own credentials in passthrough).
   const route = routeOf(req, deps.upstream);
   const auth = await route.callerAuthHeaders();
-  const options = {
-    method: req.method ?? 'GET',
-    path: route.target(req.url ?? '/'),
-    headers: rawFromPairs(upstreamHeaders(req, deps, route, auth, framing)),
-  };
+  let options;
+  try {
+    // The head's lines and target, checked as every head the proxy writes upstream is (src/wire/request-head.ts);
+    // Node writes them as latin1, one byte per character, so the upstream reads exactly these bytes.
+    options = {
+      method: req.method ?? 'GET',
+      path: checkRequestTarget(route.target(req.url ?? '/')),
+      headers: requestHeaderLines(upstreamHeaders(req, deps, route, auth, framing)),
+    };
+  } catch (e) {
+    request.log.error({ err: e, route: route.name }, 'request head refused before it went upstream');
+    return sendStatus(reply, statusForError(e));
+  }
   let upstreamReq = route.request(options);
   const clientGone = (): void => {
     if (!reply.raw.writableFinished) upstreamReq.destroy();
@@ -210,6 +220,12 @@ export const reverseProxyRoutes: FastifyPluginAsync<HandlerDeps> = async (scope:
         reply,
         errorStatus(400, 'pods/exec, pods/attach and pods/portforward must be requested with GET or POST at /api/v1/namespaces/NAMESPACE/pods/NAME/SUBRESOURCE', 'BadRequest'),
       );
+    }
+    // A kubelet stream through nodes/proxy that the recording policy would record: refused (node-proxy-stream.ts).
+    const nodeStream = nodeProxyStreamRefusal(request.raw, deps.recorder);
+    if (nodeStream) {
+      request.log.warn(nodeStream.log, 'kubelet stream through nodes/proxy refused: its session would be recorded');
+      return sendStatus(reply, nodeStream.status);
     }
     const upgrade = upgradeOf(request.raw);
     if (upgrade) {

@@ -18,13 +18,13 @@ import type { AuthHeaders } from '../src/routing/upstream.js';
 import { routeOf, type Route } from '../src/routing/route.js';
 import {
   pairsFromRaw,
-  requestHead,
   setHeaders,
   stripHopByHop,
   withForwardedHeaders,
   type ClientInfo,
   type HeaderPair,
 } from '../src/wire/forwarded-headers.js';
+import { requestHeadBytes } from '../src/wire/request-head.js';
 import type { CompleteResponseHead } from '../src/wire/response-head.js';
 import { relayErrorResponse } from '../src/wire/relay-error-response.js';
 import { spliceSockets, type Splice } from './splice.js';
@@ -97,7 +97,7 @@ export class UpgradeAwareProxy {
       // The request head only. Bytes the client sent after it (`head`) belong to the new protocol and
       // leave only once the upstream has said 101: before that, an upstream that answers anything else
       // on a kept-alive connection would read them as the next request, on the proxy's credentials.
-      request: (auth) => requestHead(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth, upstream.host)),
+      request: (auth) => requestHeadBytes(req.method ?? 'GET', upstream.target(req.url ?? '/'), this.#headers(req, client, auth, upstream.host)),
     });
     switch (exchange.kind) {
       case 'client-gone':

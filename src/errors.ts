@@ -20,7 +20,8 @@ export type ProxyErrorCode =
   | 'KSP_ERR_INVALID_UPGRADE_RESPONSE'
   | 'KSP_ERR_UPGRADE_MISMATCH'
   | 'KSP_ERR_UPGRADE_REQUIRED'
-  | 'KSP_ERR_INVALID_NAME';
+  | 'KSP_ERR_INVALID_NAME'
+  | 'KSP_ERR_INVALID_REQUEST_HEAD';
 
 /** Base class: a stable `code` and the Status the client gets for it. */
 export abstract class ProxyError extends Error {
@@ -163,6 +164,23 @@ export function statusForError(e: unknown): V1Status {
   if (e instanceof ProxyError) return e.toStatus();
   const message = e instanceof Error ? e.message : String(e);
   return errorStatus(500, `Internal error occurred: ${message}`, 'InternalError');
+}
+
+/**
+ * A request head the proxy would write upstream failed its check after encoding
+ * (`src/wire/request-head.ts`): a value that is not a byte string, a control byte, a bad name or
+ * target. Nothing was written. A caller's own lines were already checked by Node's parser and every
+ * identity at authentication, so this is a defect: 500, as kube-apiserver answers an internal error.
+ */
+export class InvalidRequestHeadError extends ProxyError {
+  override readonly name = 'InvalidRequestHeadError';
+  readonly code = 'KSP_ERR_INVALID_REQUEST_HEAD' as const;
+  constructor(reason: string) {
+    super(`refusing to write an invalid request head upstream: ${reason}`);
+  }
+  toStatus(): V1Status {
+    return errorStatus(500, this.message, 'InternalError');
+  }
 }
 
 /**

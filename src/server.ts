@@ -44,6 +44,7 @@ import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_UID_HEADE
 import type { ProxyConfig } from './config.js';
 import { KubeletLocator } from './routing/kubelet/kubelet-locator.js';
 import { Router, type RouteResolver } from './routing/router.js';
+import { createStreamQueryHook } from './routing/stream-query.js';
 import { startAggregator } from './aggregation/start-aggregator.js';
 import { unavailableRoute, type Route } from './routing/route.js';
 import { AgentListener } from './tunnel/agent-listener.js';
@@ -287,6 +288,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     'onRequest',
     createWebSocketOriginHook({ allowed: config.websocketAllowedOrigins ?? DEFAULT_WEBSOCKET_ALLOWED_ORIGINS }),
   );
+  // A streaming request's query, as the upstream will read it (or 400), before anything reads it.
+  app.addHook('onRequest', createStreamQueryHook());
   const kubeletLocator = api && security?.kubelet ? new KubeletLocator(api, security.kubelet, app.log) : undefined;
   if (kubeletLocator) app.addHook('onClose', async () => kubeletLocator.close());
   const aggregator = aggregation ? startAggregator(aggregation, { authn: security?.authn ?? 'passthrough', registry, app, ...(api ? { api } : {}), ...options.aggregatorIntervals }) : undefined;

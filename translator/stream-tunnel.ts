@@ -14,7 +14,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { closeAfterAnswer } from '../src/wire/close-after-answer.js';
-import { requestHead, type ClientInfo } from '../src/wire/forwarded-headers.js';
+import type { ClientInfo } from '../src/wire/forwarded-headers.js';
+import { requestHeadBytes } from '../src/wire/request-head.js';
 import type { CompleteResponseHead } from '../src/wire/response-head.js';
 import { relayErrorResponse } from '../src/wire/relay-error-response.js';
 import { exchangeUpgradeHead } from '../src/upstream/upstream-exchange.js';
@@ -145,7 +146,7 @@ export class StreamTunnelProxy {
       timeoutMs: this.#options.responseTimeoutMs,
       ...(this.#options.maxResponseHeadBytes !== undefined ? { maxHeadBytes: this.#options.maxResponseHeadBytes } : {}),
       request: (auth) =>
-        requestHead('POST', upstream.target(req.url ?? '/'), tunnelRequestHeaders(req.rawHeaders, protocols, client, auth, upstream.host)),
+        requestHeadBytes('POST', upstream.target(req.url ?? '/'), tunnelRequestHeaders(req.rawHeaders, protocols, client, auth, upstream.host)),
     });
     switch (exchange.kind) {
       case 'client-gone':

@@ -32,7 +32,12 @@ export function authenticateFrontProxy(req: IncomingMessage, config: RequestHead
   if (!leaf) return refuse('no client certificate verified by the request-header CA');
   const cn = subjectValues(leaf.subject, 'CN')[0] ?? '';
   if (!isAllowedFrontProxy(leaf, config.allowedNames)) return refuse(`front proxy certificate CN ${JSON.stringify(cn)} is not an allowed name`);
-  const user = userFromRequestHeaders(req.rawHeaders, config);
+  let user;
+  try {
+    user = userFromRequestHeaders(req.rawHeaders, config);
+  } catch (e) {
+    return refuse((e as Error).message);
+  }
   if (!user) return refuse('no user in the request headers');
   return { ok: true, user, frontProxy: cn };
 }

@@ -3,9 +3,11 @@
  * reading a caller's `Impersonate-*` request (k8s.io/apiserver `filters/impersonation.go`), removing
  * the lines a caller must not pass upstream (its `Authorization` when the proxy authenticates, its
  * `Impersonate-*` once consumed, front-proxy `X-Remote-*` lines always), and writing the
- * `Impersonate-*` lines that carry a verified user upstream.
+ * `Impersonate-*` lines that carry a verified user upstream. Header values are byte strings (as Node
+ * reads them); identity values are Unicode text, read from and written as their UTF-8 bytes.
  */
-import type { UserInfo } from './user-info.js';
+import { headerValueText, utf8HeaderValue } from '../wire/request-head.js';
+import { InvalidIdentityError, type UserInfo } from './user-info.js';
 
 export const IMPERSONATE_USER = 'Impersonate-User';
 export const IMPERSONATE_UID = 'Impersonate-Uid';
@@ -28,6 +30,17 @@ export function headerValues(rawHeaders: readonly string[], name: string): strin
   const out: string[] = [];
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === lower) out.push(rawHeaders[i + 1]!);
   return out;
+}
+
+/**
+ * The text of an identity-bearing header value (a byte string, as Node reads header lines): its bytes
+ * read as UTF-8, as Go's string holds them. A value that is not UTF-8 is refused
+ * ({@link InvalidIdentityError}, 401): there is no user it names.
+ */
+export function identityText(value: string, field: string): string {
+  const text = headerValueText(value);
+  if (text === undefined) throw new InvalidIdentityError(field, 'is not UTF-8');
+  return text;
 }
 
 /** The first value of `name`, or undefined (Go's `Header.Get`). */
@@ -54,7 +67,8 @@ export function parseImpersonation(rawHeaders: readonly string[]): Impersonation
   const extraPrefix = IMPERSONATE_EXTRA_PREFIX.toLowerCase();
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     const lower = rawHeaders[i]!.toLowerCase();
-    const value = rawHeaders[i + 1]!;
+    if (lower !== 'impersonate-user' && lower !== 'impersonate-uid' && lower !== 'impersonate-group' && !lower.startsWith(extraPrefix)) continue;
+    const value = identityText(rawHeaders[i + 1]!, rawHeaders[i]!);
     if (lower === 'impersonate-user') {
       any = true;
       req.user ??= value;
@@ -133,16 +147,18 @@ function escapeExtraKey(key: string): string {
 }
 
 /**
- * The `Impersonate-*` lines that present `user` upstream. `system:authenticated` is left out: the
- * upstream adds it to every impersonated user itself, and asking for it would need `impersonate` on
- * that group for nothing.
+ * The `Impersonate-*` lines that present `user` upstream, every value as its UTF-8 bytes
+ * ({@link utf8HeaderValue}; the identity was checked at authentication). Every group the user has is
+ * sent, `system:authenticated` included: with at least one `Impersonate-Group` line kube-apiserver
+ * adds no group of its own, so a user named `system:serviceaccount:NS:NAME` by a JWT is not given the
+ * service-account groups its own JWT authenticator would not give (issue 31, finding 9). The proxy's
+ * RBAC allows `impersonate` on `groups` for that reason (manifests/).
  */
-export function impersonationHeaders(user: UserInfo, allAuthenticatedGroup = 'system:authenticated'): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = { [IMPERSONATE_USER]: user.username };
-  if (user.uid !== undefined && user.uid !== '') out[IMPERSONATE_UID] = user.uid;
-  const groups = user.groups.filter((g) => g !== allAuthenticatedGroup);
-  if (groups.length > 0) out[IMPERSONATE_GROUP] = groups;
-  for (const [key, values] of Object.entries(user.extra)) if (values.length > 0) out[IMPERSONATE_EXTRA_PREFIX + escapeExtraKey(key)] = values;
+export function impersonationHeaders(user: UserInfo): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = { [IMPERSONATE_USER]: utf8HeaderValue(user.username) };
+  if (user.uid !== undefined && user.uid !== '') out[IMPERSONATE_UID] = utf8HeaderValue(user.uid);
+  if (user.groups.length > 0) out[IMPERSONATE_GROUP] = user.groups.map(utf8HeaderValue);
+  for (const [key, values] of Object.entries(user.extra)) if (values.length > 0) out[IMPERSONATE_EXTRA_PREFIX + escapeExtraKey(key)] = values.map(utf8HeaderValue);
   return out;
 }
 
@@ -160,9 +176,9 @@ export const REMOTE_EXTRA_PREFIX = 'X-Remote-Extra-';
  * caller's own `X-Remote-*` lines are always removed before these are set.
  */
 export function frontProxyHeaders(user: UserInfo): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = { [REMOTE_USER]: user.username };
-  if (user.uid !== undefined && user.uid !== '') out[REMOTE_UID] = user.uid;
-  if (user.groups.length > 0) out[REMOTE_GROUP] = [...user.groups];
-  for (const [key, values] of Object.entries(user.extra)) if (values.length > 0) out[REMOTE_EXTRA_PREFIX + escapeExtraKey(key)] = values;
+  const out: Record<string, string | string[]> = { [REMOTE_USER]: utf8HeaderValue(user.username) };
+  if (user.uid !== undefined && user.uid !== '') out[REMOTE_UID] = utf8HeaderValue(user.uid);
+  if (user.groups.length > 0) out[REMOTE_GROUP] = user.groups.map(utf8HeaderValue);
+  for (const [key, values] of Object.entries(user.extra)) if (values.length > 0) out[REMOTE_EXTRA_PREFIX + escapeExtraKey(key)] = values.map(utf8HeaderValue);
   return out;
 }

@@ -4,9 +4,12 @@
  *
  * - `passthrough`: nothing is decided here; the caller's `Authorization` and `Impersonate-*` lines go
  *   upstream unchanged and the upstream decides. Front-proxy `X-Remote-*` lines are dropped.
- * - `impersonate`: the caller is authenticated (401 otherwise), its own `Impersonate-*` request is
+ * - `impersonate`: the caller is authenticated (401 otherwise, and 401 for an identity holding a
+ *   control character or no UTF-8 form: `checkIdentity`), its own `Impersonate-*` request is
  *   checked (403), every pod streaming request is authorized with a SubjectAccessReview for `create`
- *   on `pods/exec|attach|portforward`, GET WebSocket upgrades included (403 before any upgrade); then
+ *   on `pods/exec|attach|portforward` — and every kubelet streaming endpoint reached through the node
+ *   proxy for `create` on `nodes/proxy` (`streamReviewAttributes`) —, GET WebSocket upgrades included
+ *   (403 before any upgrade); then
  *   the caller's identity lines are removed and the verified user is kept for the router
  *   (`src/routing/`), which presents it to the backend its route leads to. The reviews go where the
  *   request's route leads (`reviewersFor`): a cluster behind an agent reviews its own callers.
@@ -18,7 +21,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sendStatus } from '../wire/status-reply.js';
 import { errorStatus, type V1Status } from '../status.js';
-import { podStreamAttributes } from '../routing/request-path.js';
+import { streamReviewAttributes } from '../routing/request-path.js';
 import { UnauthorizedError, type Authenticator } from './authenticator.js';
 import { AuthorizationError, ForbiddenError, type Authorizer } from './authorizer.js';
 import type { Reviewers } from './reviewers.js';
@@ -26,7 +29,7 @@ import { ImpersonationHeaderError, parseImpersonation, stripIdentityHeaders, typ
 import { impersonate } from './impersonation.js';
 import { BEARER_PROTOCOL_PREFIX, websocketBearer, withWebSocketProtocols } from './websocket-bearer.js';
 import { checkWebSocketOrigin, DEFAULT_WEBSOCKET_ALLOWED_ORIGINS, type AllowedOrigins } from './websocket-origin.js';
-import type { UserInfo } from './user-info.js';
+import { checkIdentity, InvalidIdentityError, type UserInfo } from './user-info.js';
 
 /** `--authn`. */
 export type AuthnMode = 'passthrough' | 'impersonate';
@@ -104,6 +107,9 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
     let user: UserInfo;
     try {
       const caller = await authenticator.authenticate(req);
+      // An identity with a control character (or no UTF-8 form) is refused here, before any upstream
+      // work: no header, log line or terminal could carry it faithfully (issue 31, finding 1).
+      checkIdentity(caller.user);
       user = caller.user;
       const originRefusal = checkWebSocketOrigin(req, { allowed: o.allowedOrigins ?? DEFAULT_WEBSOCKET_ALLOWED_ORIGINS, authenticatedBy: caller.method });
       if (originRefusal) {
@@ -111,14 +117,21 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
         return sendStatus(res, originRefusal);
       }
       const asked = parseImpersonation(req.rawHeaders);
-      if (asked) user = await impersonate(caller.user, asked, authorizer);
-      const stream = podStreamAttributes(req.url ?? '/');
-      if (stream) {
-        await authorizer.authorize(user, { verb: 'create', resource: 'pods', subresource: stream.subresource, namespace: stream.namespace, name: stream.name });
+      if (asked) {
+        user = await impersonate(caller.user, asked, authorizer);
+        checkIdentity(user);
       }
+      // pods/exec|attach|portforward, and the kubelet's streams through nodes/proxy: `create`, whatever the method.
+      const review = streamReviewAttributes(req.url ?? '/');
+      if (review) await authorizer.authorize(user, review);
     } catch (e) {
       if (e instanceof ForbiddenError) return sendStatus(res, e.status);
       if (e instanceof ImpersonationHeaderError) return sendStatus(res, errorStatus(400, e.message, 'BadRequest'));
+      if (e instanceof InvalidIdentityError) {
+        // The field, never the value: it is what a terminal would run.
+        request.log.info({ field: e.field, reason: e.message }, 'authentication refused: the identity cannot be carried');
+        return sendStatus(res, errorStatus(401, 'Unauthorized', 'Unauthorized'));
+      }
       if (e instanceof AuthorizationError) {
         request.log.warn({ err: e }, 'authorization failed');
         return sendStatus(res, errorStatus(500, e.message, 'InternalError'));

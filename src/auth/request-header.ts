@@ -5,7 +5,7 @@
  * `X-Remote-Extra-<key>` lines. From anyone else those lines are dropped.
  */
 import type { X509Certificate } from 'node:crypto';
-import { headerValues } from './identity-headers.js';
+import { headerValues, identityText } from './identity-headers.js';
 import { subjectValues } from './client-certificate.js';
 import type { UserInfo } from './user-info.js';
 
@@ -38,16 +38,20 @@ export function isAllowedFrontProxy(cert: X509Certificate, allowedNames: readonl
 
 /**
  * The user the request-header lines state, or undefined when no username line is present (the
- * apiserver then tries the next authenticator).
+ * apiserver then tries the next authenticator). Values are read as UTF-8 (`identityText`: a line that
+ * is not UTF-8 throws `InvalidIdentityError`, answered 401).
  */
 export function userFromRequestHeaders(rawHeaders: readonly string[], c: Pick<RequestHeaderConfig, 'usernameHeaders' | 'groupHeaders' | 'extraHeaderPrefixes'>): UserInfo | undefined {
   let username: string | undefined;
   for (const h of c.usernameHeaders) {
     username = headerValues(rawHeaders, h).find((v) => v !== '');
-    if (username !== undefined) break;
+    if (username !== undefined) {
+      username = identityText(username, h);
+      break;
+    }
   }
   if (username === undefined) return undefined;
-  const groups = c.groupHeaders.flatMap((h) => headerValues(rawHeaders, h));
+  const groups = c.groupHeaders.flatMap((h) => headerValues(rawHeaders, h).map((v) => identityText(v, h)));
   const extra: Record<string, string[]> = {};
   const prefixes = c.extraHeaderPrefixes.map((p) => p.toLowerCase());
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
@@ -60,7 +64,7 @@ export function userFromRequestHeaders(rawHeaders: readonly string[], c: Pick<Re
     } catch {
       // Kept as sent when not valid percent-encoding.
     }
-    (extra[key] ??= []).push(rawHeaders[i + 1]!);
+    (extra[key] ??= []).push(identityText(rawHeaders[i + 1]!, rawHeaders[i]!));
   }
   return { username, groups, extra };
 }

@@ -9,6 +9,8 @@
  * Bad input is answered with a Kubernetes Status, never a throw: every function here returns one.
  */
 import { errorStatus, type V1Status } from '../status.js';
+import type { HeaderPair } from '../wire/forwarded-headers.js';
+import { requestHeadBytes } from '../wire/request-head.js';
 import type { AuthHeaders } from '../routing/upstream.js';
 
 /**
@@ -324,18 +326,20 @@ export interface RewriteOptions {
  */
 export function rewriteRequestHead(head: RequestHead, o: RewriteOptions): Buffer {
   const upgrade = isUpgradeRequest(head);
-  let out = `${head.method} ${o.target} ${head.httpVersion}\r\nHost: ${o.host}\r\n`;
+  const pairs: HeaderPair[] = [['Host', o.host]];
   for (const [name, value] of head.headers) {
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower)) continue;
     if (o.accessAs === 'impersonate' && lower === 'authorization') continue;
-    out += `${name}: ${value}\r\n`;
+    pairs.push([name, value]);
   }
   if (o.accessAs === 'impersonate') {
     for (const [name, value] of Object.entries(o.credentials)) {
-      for (const v of typeof value === 'string' ? [value] : value) out += `${name}: ${v}\r\n`;
+      for (const v of typeof value === 'string' ? [value] : value) pairs.push([name, v]);
     }
   }
-  out += `Connection: ${upgrade ? 'Upgrade' : 'close'}\r\n\r\n`;
-  return Buffer.from(out, 'latin1');
+  pairs.push(['Connection', upgrade ? 'Upgrade' : 'close']);
+  // The one serializer of upstream heads: the caller's byte strings written back as the very bytes
+  // they were read from, checked after encoding.
+  return requestHeadBytes(head.method, o.target, pairs, head.httpVersion);
 }

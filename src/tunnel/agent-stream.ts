@@ -136,7 +136,15 @@ async function serveRequest(stream: ServerHttp2Stream, socket: Duplex, ctx: Agen
       return refuse(stream, socket, errorStatus(503, `the agent for cluster "${ctx.clusterName}" could not load its credentials: ${(e as Error).message}`, 'ServiceUnavailable'));
     }
   }
-  socket.write(rewriteRequestHead(head, { host: ctx.upstream.host, target: ctx.upstream.target(head.target), accessAs: ctx.accessAs, credentials }));
+  let upstreamHead: Buffer;
+  try {
+    upstreamHead = rewriteRequestHead(head, { host: ctx.upstream.host, target: ctx.upstream.target(head.target), accessAs: ctx.accessAs, credentials });
+  } catch (e) {
+    const status = errorStatus(400, `bad request from the proxy: ${(e as Error).message}`, 'BadRequest');
+    ctx.log.warn({ cluster: ctx.clusterName, method: head.method, path: head.target.split('?')[0], why: status.message }, 'bad request from the proxy refused');
+    return refuse(stream, socket, status);
+  }
+  socket.write(upstreamHead);
   if (!upgrade) {
     if (rest.length > 0) stream.unshift(rest);
     void relayTunnelStream(stream, socket, bodyOnly(new BodyFramer(framing), head, ctx));

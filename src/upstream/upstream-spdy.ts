@@ -15,13 +15,13 @@ import type { Duplex } from 'node:stream';
 import { websocketBearer } from '../auth/websocket-bearer.js';
 import {
   rawFromPairs,
-  requestHead,
   setHeaders,
   stripHopByHop,
   withForwardedHeaders,
   type ClientInfo,
   type HeaderPair,
 } from '../wire/forwarded-headers.js';
+import { requestHeadBytes } from '../wire/request-head.js';
 import type { CompleteResponseHead } from '../wire/response-head.js';
 import { exchangeUpgradeHead } from './upstream-exchange.js';
 import { UpgradeMismatchError, UpstreamUpgradeRefusedError } from '../errors.js';
@@ -140,7 +140,7 @@ export async function openUpstreamSpdy(r: UpstreamSpdyRequest): Promise<Upstream
     upstream: r.upstream,
     clientSocket: r.clientSocket,
     timeoutMs: r.responseTimeoutMs,
-    request: (auth) => requestHead(r.method ?? 'POST', r.upstream.target(r.url), upstreamSpdyHeaders(r.clientHeaders, r.client, auth, r.upstream.host, r.protocols)),
+    request: (auth) => requestHeadBytes(r.method ?? 'POST', r.upstream.target(r.url), upstreamSpdyHeaders(r.clientHeaders, r.client, auth, r.upstream.host, r.protocols)),
   });
   if (exchange.kind !== 'answered') return exchange;
   const { upstreamSocket: socket, response } = exchange;

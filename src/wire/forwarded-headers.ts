@@ -2,7 +2,7 @@
  * The request headers a proxy sends upstream: the client's lines with hop-by-hop headers removed
  * (RFC 9110 §7.6.1, plus every header named in `Connection`), `Host` set to the upstream,
  * `X-Forwarded-For/Proto/Host` added, and the proxy's own upstream credentials applied.
- * Also the response-side filter for the reverse proxy.
+ * Header values are byte strings, as Node reads them; `request-head.ts` writes them.
  */
 
 /**
@@ -111,14 +111,4 @@ export function setHeaders(pairs: readonly HeaderPair[], set: Record<string, str
     else for (const v of value) out.push([name, v]);
   }
   return out;
-}
-
-/** Serialise a request head: request line, header lines, blank line (latin1, as HTTP/1.1 is). */
-export function requestHead(method: string, target: string, pairs: readonly HeaderPair[]): Buffer {
-  let head = `${method} ${target} HTTP/1.1\r\n`;
-  for (const [name, value] of pairs) {
-    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) throw new Error(`header ${name} contains a line break`);
-    head += `${name}: ${value}\r\n`;
-  }
-  return Buffer.from(head + '\r\n', 'latin1');
 }

@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALICE_TOKEN, startSmugglingRig, type SmugglingMode, type SmugglingRig } from './smuggling-fixture.js';
 import { Http1RequestParser, type ParsedRequest } from './http1-request-parser.js';
 import type { SeenRequest } from './pipelined-upstream.js';
+import { canonicalQuery } from '../../src/wire/go-query.js';
 
 const MULT = Number(process.env.FUZZ_RUNS ?? '1') || 1;
 const runs = (n: number): number => Math.max(1, Math.round(n * MULT));
@@ -87,7 +88,10 @@ function partBytes(ps: readonly Part[], tag: string): Buffer {
 /** The bytes of one request (and, for an upgrade, what follows its head). */
 function serialize(r: GenRequest, tag: string, auth: boolean): Buffer {
   const upgrade = r.upgrade !== 'none';
-  const target = upgrade && r.upgrade !== 'websocket-404' ? `/api/v1/namespaces/default/pods/demo/exec?command=x&${tag}` : `${r.path}?${tag}`;
+  // A pod stream's query goes upstream in Go's encoding (src/routing/stream-query.ts): sent that way, it arrives unchanged.
+  const streamQuery = canonicalQuery(`command=x&${tag}`);
+  if (!streamQuery.ok) throw new Error(streamQuery.reason);
+  const target = upgrade && r.upgrade !== 'websocket-404' ? `/api/v1/namespaces/default/pods/demo/exec?${streamQuery.query}` : `${r.path}?${tag}`;
   const method = r.upgrade === 'websocket-404' ? 'GET' : upgrade ? 'POST' : r.method;
   const lines = [`${method} ${target} HTTP/1.1`, 'Host: proxy'];
   if (auth) lines.push(`Authorization: Bearer ${ALICE_TOKEN}`);

@@ -5,6 +5,12 @@
  * sees pipelined requests exactly as kube-apiserver or the kubelet would. Anything ambiguous (both
  * framings, a bad length, a bad chunk) is an anomaly: the connection is unusable from there on.
  * Pure: bytes in, requests out.
+ *
+ * Head lines are read as Go's `textproto.Reader` reads them: a line ends at LF, a CR before it is
+ * dropped, so a bare LF inside a value starts a new header line; a value is trimmed of spaces and
+ * tabs and must pass `httpguts.ValidHeaderFieldValue` (no byte below 0x20 but HTAB, no DEL), else the
+ * request is refused (an anomaly), as Go answers 400. Values are byte strings (latin1), as Go's
+ * strings hold bytes: decode identity values with `Buffer.from(v, 'latin1').toString('utf8')`.
  */
 
 /** One request as read off the wire. */
@@ -83,26 +89,42 @@ export class Http1RequestParser {
     // parser skips any CR and LF there).
     let start = 0;
     while (start < buf.length && (buf[start] === 0x0d || buf[start] === 0x0a)) start++;
-    const end = buf.indexOf('\r\n\r\n', start);
+    // The head ends at the first empty line: LF, optionally CR, LF (textproto.ReadMIMEHeader).
+    let end = -1;
+    let headEnd = -1;
+    for (let lf = buf.indexOf(0x0a, start); lf >= 0; lf = buf.indexOf(0x0a, lf + 1)) {
+      if (buf[lf + 1] === 0x0a) {
+        end = lf;
+        headEnd = lf + 2;
+        break;
+      }
+      if (buf[lf + 1] === 0x0d && buf[lf + 2] === 0x0a) {
+        end = lf;
+        headEnd = lf + 3;
+        break;
+      }
+    }
     if (end < 0) {
       if (buf.length - start > 1 << 20) this.#fail('request head over 1 MiB');
       return undefined;
     }
-    const lines = buf.toString('latin1', start, end).split('\r\n');
+    const lines = buf.toString('latin1', start, end).split('\n').map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
     const m = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]$/.exec(lines[0] ?? '');
     if (!m) return this.#fail(`bad request line ${JSON.stringify(lines[0])}`);
     const headers: Array<[string, string]> = [];
     for (const line of lines.slice(1)) {
       const colon = line.indexOf(':');
       if (colon <= 0 || !TOKEN.test(line.slice(0, colon))) return this.#fail(`bad header line ${JSON.stringify(line)}`);
-      if (/[\r\n\0]/.test(line)) return this.#fail('control character in a header');
-      headers.push([line.slice(0, colon), line.slice(colon + 1).trim()]);
+      const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
+      // eslint-disable-next-line no-control-regex
+      if (/[\x00-\x08\x0a-\x1f\x7f]/.test(value)) return this.#fail(`invalid header field value for ${JSON.stringify(line.slice(0, colon))}`);
+      headers.push([line.slice(0, colon), value]);
     }
     const head = { headers };
     const te = headersOf(head, 'transfer-encoding');
     const cl = headersOf(head, 'content-length');
     let framing: ParsedRequest['framing'] = 'none';
-    const bodyStart = end + 4;
+    const bodyStart = headEnd;
     let body: Buffer;
     let consumed: number;
     if (te.length > 0 && cl.length > 0) return this.#fail('both Transfer-Encoding and Content-Length');

@@ -42,8 +42,9 @@ describe.skipIf(skipReason !== undefined)('impersonate authentication: the proxy
       expect(r.headers.authorization).toBe(`Bearer ${USERS.proxy.token}`);
       if (r.url.startsWith('/apis/authentication.k8s.io') || r.url.startsWith('/apis/authorization.k8s.io')) continue;
       expect(r.headers['impersonate-user']).toBe('alice');
-      expect(r.rawHeaders.filter((_, i, a) => i % 2 === 0 && a[i]!.toLowerCase() === 'impersonate-group').length).toBe(1);
-      expect(r.headers['impersonate-group']).toBe('devs');
+      // One line per group, system:authenticated included (issue 31, finding 9).
+      expect(r.rawHeaders.filter((_, i, a) => i % 2 === 0 && a[i]!.toLowerCase() === 'impersonate-group')).toHaveLength(2);
+      expect(r.headers['impersonate-group']).toBe('devs, system:authenticated');
       expect(r.user).toBe('alice');
     }
     for (const r of arrived) expect(JSON.stringify(r.rawHeaders)).not.toContain(USERS.alice.token);

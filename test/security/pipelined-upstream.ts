@@ -31,6 +31,14 @@ export interface SeenRequest extends ParsedRequest {
   path: string;
 }
 
+/** A user the upstream's TokenReview names. */
+export interface ReviewedUser {
+  username: string;
+  uid?: string;
+  groups?: string[];
+  extra?: Record<string, string[]>;
+}
+
 /** How the upstream answers one request. */
 export type Answer =
   | { status: number; body?: unknown; headers?: Record<string, string>; close?: boolean }
@@ -45,8 +53,8 @@ export interface PipelinedUpstreamOptions {
   tls?: { cert: Buffer; key: Buffer; clientCa?: Buffer };
   /** Override the default answers; return undefined to fall back to them. */
   answer?: (r: SeenRequest) => Answer | undefined;
-  /** TokenReview: token → user (and groups). */
-  tokens?: Record<string, { username: string; groups?: string[] }>;
+  /** TokenReview: token → user (groups, uid — default `uid-<username>`, `''` for none — and extra). Read per request: entries may be added while it runs. */
+  tokens?: Record<string, ReviewedUser>;
   /** SubjectAccessReview: users refused everything. */
   deniedUsers?: readonly string[];
   /** The port kubelet-mode node objects name as the kubelet's. */
@@ -112,7 +120,9 @@ function defaultAnswer(r: SeenRequest, o: PipelinedUpstreamOptions): Answer {
   if (r.method === 'POST' && r.path === '/apis/authentication.k8s.io/v1/tokenreviews') {
     const token = (JSON.parse(r.body.toString() || '{}') as { spec?: { token?: string } }).spec?.token ?? '';
     const user = o.tokens?.[token];
-    return json(201, { kind: 'TokenReview', apiVersion: 'authentication.k8s.io/v1', status: user ? { authenticated: true, user: { username: user.username, uid: `uid-${user.username}`, groups: user.groups ?? [] } } : { authenticated: false } });
+    const uid = user?.uid ?? `uid-${user?.username}`;
+    const reviewed = user && { username: user.username, ...(uid !== '' ? { uid } : {}), groups: user.groups ?? [], ...(user.extra ? { extra: user.extra } : {}) };
+    return json(201, { kind: 'TokenReview', apiVersion: 'authentication.k8s.io/v1', status: reviewed ? { authenticated: true, user: reviewed } : { authenticated: false } });
   }
   if (r.method === 'POST' && r.path === '/apis/authorization.k8s.io/v1/subjectaccessreviews') {
     const spec = (JSON.parse(r.body.toString() || '{}') as { spec?: { user?: string } }).spec ?? {};
@@ -137,7 +147,7 @@ function serialize(a: Extract<Answer, { status: number }>, isHead: boolean): Buf
   const type = typeof a.body === 'string' ? 'text/plain; charset=utf-8' : 'application/json';
   const headers = { 'Content-Type': type, 'Content-Length': String(Buffer.byteLength(body)), ...(a.close ? { Connection: 'close' } : {}), ...a.headers };
   const head = `HTTP/1.1 ${a.status} X\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`;
-  return Buffer.from(isHead ? head : head + body, 'latin1');
+  return Buffer.concat([Buffer.from(head, 'latin1'), isHead ? Buffer.alloc(0) : Buffer.from(body, 'utf8')]);
 }
 
 /** Start it on 127.0.0.1. */

@@ -24,7 +24,7 @@ import { startServer, type RunningServer } from '../../src/server.js';
 import { TunnelAgent } from '../../src/tunnel/agent.js';
 import { upstreamFromFiles } from '../../src/routing/upstream.js';
 import { createCa, createClientCert, createTestPki, type CertAndKey, type TestPki } from '../helpers/certs.js';
-import { startPipelinedUpstream, type PipelinedUpstream } from './pipelined-upstream.js';
+import { startPipelinedUpstream, type PipelinedUpstream, type ReviewedUser } from './pipelined-upstream.js';
 
 /** Where the rig's proxy sends requests. */
 export type SmugglingMode = 'passthrough' | 'impersonate' | 'aggregated' | 'kubelet' | 'agent';
@@ -53,6 +53,8 @@ export interface SmugglingRig {
   streamUpstream: PipelinedUpstream;
   /** Every upstream of the rig. */
   upstreams: PipelinedUpstream[];
+  /** The primary upstream's TokenReview table (token → user): add entries to authenticate new callers. */
+  tokens: Record<string, ReviewedUser>;
   /** Write `bytes` to the proxy on one new connection and read until the proxy closes it. */
   send(bytes: Buffer | string, o?: SendOptions): Promise<Buffer>;
   close(): Promise<void>;
@@ -90,7 +92,7 @@ export async function startSmugglingRig(mode: SmugglingMode): Promise<SmugglingR
   });
   const frontProxyCa = await createCa(work, 'front-proxy CA', 'front-proxy-ca');
   const frontProxyClient = await createClientCert(work, frontProxyCa, { cn: FRONT_PROXY_CN, name: 'front-proxy-client' });
-  const tokens = { [ALICE_TOKEN]: { username: 'alice', groups: ['devs'] } };
+  const tokens: Record<string, ReviewedUser> = { [ALICE_TOKEN]: { username: 'alice', groups: ['devs'] } };
   const serverTls = { cert: pki.server.cert, key: pki.server.key, clientCa: pki.ca.cert };
   const upstreams: PipelinedUpstream[] = [];
   let backend: PipelinedUpstream | undefined;
@@ -207,6 +209,7 @@ spec:
     prefix,
     streamUpstream: mode === 'kubelet' ? backend! : upstream,
     upstreams,
+    tokens,
     send,
     close: async () => {
       await agent?.stop();

@@ -129,7 +129,7 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
     expect(String(exec.headers.upgrade).toLowerCase()).toBe('spdy/3.1');
     expect(exec.headers.authorization).toBe('Bearer agent-sa-token');
     expect(exec.headers['impersonate-user']).toBe('admin');
-    expect(exec.headers['impersonate-group']).toBe('admins');
+    expect(exec.headers['impersonate-group']).toBe('admins, system:authenticated');
     expect(exec.user).toBe('admin');
   });
 

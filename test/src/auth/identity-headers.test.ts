@@ -3,6 +3,7 @@ import { forbiddenStatus } from '../../../src/auth/authorizer.js';
 import { ImpersonationHeaderError, impersonationHeaders, parseImpersonation, stripIdentityHeaders } from '../../../src/auth/identity-headers.js';
 import { impersonatedUser, impersonationChecks } from '../../../src/auth/impersonation.js';
 import { userFromRequestHeaders } from '../../../src/auth/request-header.js';
+import { checkIdentity, InvalidIdentityError, type UserInfo } from '../../../src/auth/user-info.js';
 import { bearerToken, TokenReviewer } from '../../../src/auth/token-review.js';
 import { subjectValues } from '../../../src/auth/client-certificate.js';
 
@@ -55,13 +56,67 @@ describe('impersonation checks and result', () => {
 });
 
 describe('impersonationHeaders', () => {
-  it('one line per group (system:authenticated left out), uid, escaped extra keys', () => {
+  it('one line per group (system:authenticated too), uid, escaped extra keys', () => {
     expect(impersonationHeaders({ username: 'alice', uid: 'u1', groups: ['devs', 'system:authenticated', 'ops'], extra: { 'example.com/team a': ['x', 'y'] } })).toEqual({
       'Impersonate-User': 'alice',
       'Impersonate-Uid': 'u1',
-      'Impersonate-Group': ['devs', 'ops'],
+      'Impersonate-Group': ['devs', 'system:authenticated', 'ops'],
       'Impersonate-Extra-example.com%2Fteam%20a': ['x', 'y'],
     });
+  });
+
+  it('sends system:authenticated for a JWT user shaped like a service account, so no service-account group is added upstream (finding 9)', () => {
+    expect(impersonationHeaders({ username: 'system:serviceaccount:kube-system:admin', groups: ['system:authenticated'], extra: {} })).toEqual({
+      'Impersonate-User': 'system:serviceaccount:kube-system:admin',
+      'Impersonate-Group': ['system:authenticated'],
+    });
+  });
+
+  it('writes every value as its UTF-8 bytes (a byte string), extra keys percent-encoded from their UTF-8', () => {
+    const h = impersonationHeaders({ username: 'José', uid: 'ü', groups: ['šdmin'], extra: { 'example.com/é': ['č'] } });
+    const bytes = (v: string | string[]): string[] => [v].flat().map((x) => Buffer.from(x, 'latin1').toString('hex'));
+    expect(bytes(h['Impersonate-User']!)).toEqual([Buffer.from('José').toString('hex')]);
+    expect(bytes(h['Impersonate-Uid']!)).toEqual([Buffer.from('ü').toString('hex')]);
+    expect(bytes(h['Impersonate-Group']!)).toEqual([Buffer.from('šdmin').toString('hex')]);
+    expect(h['Impersonate-Extra-example.com%2F%C3%A9']).toEqual([Buffer.from('č').toString('latin1')]);
+  });
+});
+
+describe('checkIdentity', () => {
+  it.each([
+    ['a C0 control', { username: 'a\u0007' }],
+    ['DEL', { username: 'a\u007f' }],
+    ['a C1 control (CSI)', { username: 'a\u009b31m' }],
+    ['a lone surrogate', { username: '\ud800' }],
+    ['a leading space', { username: ' admin' }],
+    ['a trailing space', { username: 'admin ' }],
+    ['a control in the uid', { username: 'a', uid: 'u\n' }],
+    ['a control in a group', { username: 'a', groups: ['ok', 'x\r\ny'] }],
+    ['a control in an extra key', { username: 'a', extra: { 'k\u0000': ['v'] } }],
+    ['a control in an extra value', { username: 'a', extra: { k: ['v\u0085'] } }],
+  ])('refuses %s', (_, u) => {
+    expect(() => checkIdentity({ groups: [], extra: {}, ...u } as UserInfo)).toThrow(InvalidIdentityError);
+  });
+
+  it('accepts any other Unicode', () => {
+    expect(() => checkIdentity({ username: 'José šdmin 👩‍💻 a b', uid: '\u00a0x', groups: ['č', ''], extra: { 'example.com/é': ['\u2028'] } })).not.toThrow();
+  });
+});
+
+describe('userFromRequestHeaders reads UTF-8', () => {
+  const config = { usernameHeaders: ['X-Remote-User'], groupHeaders: ['X-Remote-Group'], extraHeaderPrefixes: ['X-Remote-Extra-'] };
+  it('decodes a front proxy\'s lines as UTF-8 and refuses one that is not UTF-8 (401)', () => {
+    const utf8 = (s: string): string => Buffer.from(s).toString('latin1');
+    expect(userFromRequestHeaders(['X-Remote-User', utf8('José'), 'X-Remote-Group', utf8('č'), 'X-Remote-Extra-a%C3%A9', utf8('ü')], config)).toEqual({ username: 'José', groups: ['č'], extra: { 'aé': ['ü'] } });
+    expect(() => userFromRequestHeaders(['X-Remote-User', 'Jos\xe9'], config)).toThrow(InvalidIdentityError);
+    expect(() => userFromRequestHeaders(['X-Remote-User', 'a', 'X-Remote-Group', '\xff'], config)).toThrow(InvalidIdentityError);
+  });
+});
+
+describe('parseImpersonation reads UTF-8', () => {
+  it('decodes the bytes of each value as UTF-8 and refuses a value that is not UTF-8 (401)', () => {
+    expect(parseImpersonation(['Impersonate-User', Buffer.from('José').toString('latin1')])?.user).toBe('José');
+    expect(() => parseImpersonation(['Impersonate-User', 'Jos\xe9'])).toThrow(InvalidIdentityError);
   });
 });
 

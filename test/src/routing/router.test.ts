@@ -25,7 +25,7 @@ describe('primaryRoute', () => {
       Authorization: 'Bearer proxy',
       'Impersonate-User': 'alice',
       'Impersonate-Uid': '7',
-      'Impersonate-Group': ['devs'],
+      'Impersonate-Group': ['devs', 'system:authenticated'],
       'Impersonate-Extra-example.com%2Fteam': ['a', 'b'],
     });
   });
