@@ -16,7 +16,7 @@ import { validateNamespace, validatePodName } from '../src/routing/pod-name.js';
 import { leaveBodiesUnread } from './raw-body.js';
 import { sendStatus } from '../src/wire/status-reply.js';
 import { proxyUpgrade } from './upgrade.js';
-import { startRecording } from './recording-start.js';
+import { recordedSessionFacts, startRecording } from './recording-start.js';
 import type { BegunRecording } from '../src/recording/session-recorder.js';
 import { upgradeOf } from './upgrade-context.js';
 
@@ -112,7 +112,8 @@ export function podSubresourceRoutes(
           return sendStatus(reply, error.toStatus());
         }
         if (websocket) deps.metrics.incWebSocketStreamingRequest(subresource, delegated ? 'translated_at_apiserver' : 'proxied_to_kubelet');
-        // Session recording: decided and opened before any upgrade (an enforced one that cannot start is refused here).
+        // Session recording: decided, sink checked and caller named before any upgrade (an enforced one
+        // whose sink is unusable is refused here); created on the sink only at the upstream's 101.
         let recording: BegunRecording | undefined;
         if (deps.recorder) {
           const started = await startRecording(deps.recorder, request, subresource);
@@ -122,7 +123,8 @@ export function podSubresourceRoutes(
           }
           if (started.kind === 'recorded') {
             recording = started.recording;
-            session.facts.recordingId = recording.id;
+            // Its id, and who it names (passthrough: as the upstream answered the caller's SelfSubjectReview).
+            Object.assign(session.facts, recordedSessionFacts(recording));
           }
         }
         if (delegated) {

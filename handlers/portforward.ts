@@ -12,7 +12,7 @@ import { StreamTunnelProxy } from '../translator/stream-tunnel.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import { podSubresourceRoutes, type PodParams, type UpgradeDelegate } from './pod-subresource.js';
 import type { UpgradeContext } from './upgrade-context.js';
-import { closeUnusedRecording } from './recording-start.js';
+import { abandonRecording } from './recording-start.js';
 import type { BegunRecording } from '../src/recording/session-recorder.js';
 
 /** One tunnel per server (per deps object), with the passthrough's limits and timeouts. */
@@ -48,7 +48,9 @@ export const portForwardTunnelDelegate: UpgradeDelegate = {
     // Hijacking comes first and is final: from here on every answer is raw bytes on the socket.
     reply.hijack();
     const outcome = await tunnelFor(deps).tryTunnel(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto), recording);
-    if (outcome.kind !== 'tunneled') closeUnusedRecording(recording, `not tunneled (${outcome.statusCode})`);
+    // The upstream's 101 arrived: only now is the record created (written at the end).
+    if (outcome.kind === 'tunneled') recording?.upgraded();
+    else abandonRecording(recording, outcome.statusCode, session);
     deps.metrics.incUpgradeRequest('portforward', outcome.statusCode);
     if (outcome.kind !== 'client-gone') deps.metrics.incStreamTunnelRequest(outcome.tunnelCode);
     switch (outcome.kind) {

@@ -18,7 +18,7 @@ import { dialErrorReason, type SessionEnd, type StreamingSession } from '../src/
 import { parseRemoteCommandOptions } from '../src/wire/remote-command-options.js';
 import { shouldTranslate } from '../translator/stream-close-predicate.js';
 import { StreamTranslatorProxy, type TranslatorResult } from '../translator/stream-translator.js';
-import { closeUnusedRecording } from './recording-start.js';
+import { abandonRecording } from './recording-start.js';
 import { SessionRecording } from '../src/recording/session-recording.js';
 
 const proxies = new WeakMap<HandlerDeps, StreamTranslatorProxy>();
@@ -66,8 +66,11 @@ export function translatorSessionEnd(r: TranslatorResult): SessionEnd {
  * Record the end of an upgraded session. Its own function, so the callback's closure holds the
  * logger and the session only, not the request and reply of the `serve` call.
  */
-function whenTranslatedSessionEnds(done: Promise<TranslatorResult>, handler: HandlerLabel, deps: HandlerDeps, log: FastifyRequest['log'], session: StreamingSession): void {
+function whenTranslatedSessionEnds(done: Promise<TranslatorResult>, handler: HandlerLabel, deps: HandlerDeps, log: FastifyRequest['log'], session: StreamingSession, recording: SessionRecording | undefined): void {
   void done.then((r) => {
+    // The client was upgraded but the upstream never said 101 (dial error, timeout, a non-101
+    // answer told on channel 3): its recording was never created.
+    if (recording && !recording.created) abandonRecording(recording, r.code, session);
     deps.metrics.addUpgradedConnections(handler, -1);
     deps.metrics.addUpgradedBytes('to_upstream', r.bytes.toUpstream);
     deps.metrics.addUpgradedBytes('to_client', r.bytes.toClient);
@@ -89,8 +92,8 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
       const parsed = parseRemoteCommandOptions(query);
       const recording = begun instanceof SessionRecording ? begun : undefined;
       if (!parsed.ok) {
-        closeUnusedRecording(recording, parsed.status.message ?? 'bad request');
         const code = parsed.status.code ?? 400;
+        abandonRecording(recording, code, session);
         session.end({ outcome: 'handshake_failed', statusCode: code, ...(parsed.status.message !== undefined ? { message: parsed.status.message } : {}) });
         sendStatus(reply, parsed.status);
         return;
@@ -105,7 +108,8 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
         log: request.log,
         ...(recording ? { recording } : {}),
       });
-      if (handle.kind !== 'upgraded') closeUnusedRecording(recording, handle.kind === 'handshake-failed' ? handle.message : handle.kind === 'refused' ? `upstream refused (${handle.statusCode})` : 'client left');
+      // The translator calls `upgraded()` on the recording once the upstream's 101 is in (and the client's handshake done).
+      if (handle.kind !== 'upgraded') abandonRecording(recording, handle.kind === 'client-gone' ? 499 : handle.statusCode, session);
       switch (handle.kind) {
         case 'refused':
           deps.metrics.incUpgradeRequest(handler, handle.statusCode);
@@ -133,7 +137,7 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
       if (res.socket === upgrade.socket) res.detachSocket(upgrade.socket as Socket);
       session.established(() => handle.stop(new ShuttingDownError()), StreamProtocolV5Name);
       request.log.info({ handler, translated: true }, 'translated connection started');
-      whenTranslatedSessionEnds(handle.done, handler, deps, request.log, session);
+      whenTranslatedSessionEnds(handle.done, handler, deps, request.log, session, recording);
     },
   };
 }

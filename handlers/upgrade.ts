@@ -10,14 +10,16 @@ import { dialErrorReason, type StreamingSession } from '../src/streaming-session
 import { routeOf } from '../src/routing/route.js';
 import { clientInfo, type HandlerDeps } from './handler-deps.js';
 import type { UpgradeContext } from './upgrade-context.js';
-import { closeUnusedRecording } from './recording-start.js';
+import { abandonRecording } from './recording-start.js';
 import type { BegunRecording } from '../src/recording/session-recorder.js';
+import { RecordingUnavailableError } from '../src/recording/recording-errors.js';
 
 /**
  * Proxy the upgrade. Resolves once the upstream has answered (not when the upgraded connection ends).
  * Hijacking comes first and is final: from here on every answer is raw bytes on the socket.
  * `session` (pod streaming subresources only) is ended here or when the connection ends;
- * `recording` is tapped by the splice (which closes it), or closed here when there is no 101.
+ * `recording` is created at the upstream's 101 (an enforced one that cannot be is answered 503
+ * instead) and tapped by the splice (which closes it), or abandoned here when there is no 101.
  */
 export async function proxyUpgrade(
   request: FastifyRequest,
@@ -30,7 +32,8 @@ export async function proxyUpgrade(
 ): Promise<void> {
   reply.hijack();
   const outcome = await deps.upgradeProxy.tryUpgrade(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto), recording);
-  if (outcome.kind !== 'upgraded') closeUnusedRecording(recording, outcome.kind === 'error' && outcome.error instanceof Error ? outcome.error.message : `not upgraded (${outcome.statusCode})`);
+  // The recording was created at the upstream's 101 (by the proxy, before the client's 101); without one, nothing is stored.
+  if (outcome.kind !== 'upgraded') abandonRecording(recording, outcome.statusCode, session);
   deps.metrics.incUpgradeRequest(handler, outcome.statusCode);
   routeOf(request.raw, deps.upstream).observe?.(outcome.statusCode);
   const exitCodeUnknown = PASSTHROUGH_EXIT_CODE_UNKNOWN;
@@ -65,7 +68,7 @@ export async function proxyUpgrade(
         if (dial) deps.metrics.incUpstreamDialError('passthrough', dial);
       }
       session?.end({
-        outcome: dialErrorReason(outcome.error) ? 'upstream_unreachable' : 'error',
+        outcome: outcome.error instanceof RecordingUnavailableError ? 'recording_unavailable' : dialErrorReason(outcome.error) ? 'upstream_unreachable' : 'error',
         statusCode: outcome.statusCode,
         error: outcome.error,
         message,

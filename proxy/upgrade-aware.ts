@@ -82,8 +82,9 @@ export class UpgradeAwareProxy {
   /**
    * Proxy an upgrade request whose client socket the caller has hijacked. `head` holds the bytes
    * Node read past the request head. Never throws: every failure is answered on `socket`.
-   * `recording` (session recording, begun by the handler): after a 101 the splice taps it (with the
-   * splice(2) fast path off); the caller closes it when there was no 101.
+   * `recording` (session recording, begun by the handler): at a 101 it is created on the sink before
+   * the client's 101 is written, then the splice taps it (with the splice(2) fast path off); the
+   * caller abandons it when there was no 101.
    */
   async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo, recording?: BegunRecording): Promise<UpgradeOutcome> {
     // Leave later client bytes in the socket until the upstream has said 101; they are relayed then.
@@ -122,7 +123,7 @@ export class UpgradeAwareProxy {
     return [['Host', host], ...pairs, ['Connection', 'Upgrade'], ...upgradeLines];
   }
 
-  #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Duplex, response: CompleteResponseHead, early: Buffer, recording: BegunRecording | undefined): UpgradeOutcome {
+  async #answer(req: IncomingMessage, socket: Duplex, upstreamSocket: Duplex, response: CompleteResponseHead, early: Buffer, recording: BegunRecording | undefined): Promise<UpgradeOutcome> {
     const { head } = response;
     const raw = response.rest.length > 0 ? Buffer.concat([response.headBytes, response.rest]) : response.headBytes;
     if (head.statusCode === 101) {
@@ -134,6 +135,18 @@ export class UpgradeAwareProxy {
         const error = new UpgradeMismatchError(requested.join(', '), connectionUpgrade ? offered.join(', ') : '(no Connection: upgrade)');
         closeAfterAnswer(socket, error.toStatus());
         return { kind: 'error', statusCode: 500, error };
+      }
+      // Recorded: created on the sink now, before the client gets its 101 (both sockets stay paused);
+      // an enforced recording that cannot be is refused with its 503 instead (docs/recording.md).
+      const refusal = recording ? await recording.create() : undefined;
+      if (refusal) {
+        upstreamSocket.destroy();
+        closeAfterAnswer(socket, refusal.toStatus());
+        return { kind: 'error', statusCode: 503, error: refusal };
+      }
+      if (recording && socket.destroyed) {
+        upstreamSocket.destroy();
+        return { kind: 'client-gone', statusCode: 499 };
       }
       // Recorded: the tap sees the stream from its first byte after each head (docs/recording.md, "Wiring").
       const observer = recording ? relayObserverFor(recording, negotiated(requested, head.headers.get('x-stream-protocol-version'), head.headers.get('sec-websocket-protocol'))) : undefined;

@@ -3,6 +3,8 @@
  * @kubernetes/client-node: TokenReview and SubjectAccessReview (the `impersonate` authentication
  * mode) and reading pods and nodes (the `kubelet` upstream mode). Callers' requests never go through
  * here. client-node is imported on first use (it costs about 1.5 s of start-up on this machine class).
+ * The SelfSubjectReview's shapes are here too; it is sent with the caller's own credentials along the
+ * caller's route (`src/recording/caller-identity.ts`), never with the proxy's.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { UserInfo } from './auth/user-info.js';
@@ -95,6 +97,26 @@ export function tokenReviewResult(s: TokenReviewStatus | undefined): TokenReview
   if (s.user.uid) user.uid = s.user.uid;
   for (const [k, v] of Object.entries(s.user.extra ?? {})) user.extra[k.toLowerCase()] = [...v];
   return { authenticated: true, user };
+}
+
+/**
+ * The versions of `authentication.k8s.io` that serve SelfSubjectReview, newest first: v1 since
+ * Kubernetes 1.28, v1beta1 since 1.27, v1alpha1 since 1.26 (`kubectl auth whoami` falls back in the
+ * same order on 404).
+ */
+export const SELF_SUBJECT_REVIEW_VERSIONS = ['v1', 'v1beta1', 'v1alpha1'] as const;
+
+/** A SelfSubjectReview request body (it has no spec: the answer is about whoever asks). */
+export function selfSubjectReviewBody(version: (typeof SELF_SUBJECT_REVIEW_VERSIONS)[number]): { apiVersion: string; kind: string } {
+  return { apiVersion: `authentication.k8s.io/${version}`, kind: 'SelfSubjectReview' };
+}
+
+/** Who a SelfSubjectReview answer says the caller is, or undefined when it names no user. */
+export function selfSubjectReviewUser(answer: unknown): { username: string; uid?: string; groups: string[] } | undefined {
+  const info = (answer as { status?: { userInfo?: { username?: unknown; uid?: unknown; groups?: unknown } } } | null)?.status?.userInfo;
+  if (typeof info?.username !== 'string' || info.username === '') return undefined;
+  const groups = Array.isArray(info.groups) ? info.groups.filter((g): g is string => typeof g === 'string') : [];
+  return { username: info.username, ...(typeof info.uid === 'string' && info.uid !== '' ? { uid: info.uid } : {}), groups };
 }
 
 /** A SubjectAccessReview request body: may `user` do `a`? */

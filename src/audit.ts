@@ -3,8 +3,11 @@
  * portforward), written when it ends, whatever happened. The line carries `audit: true` so a log
  * pipeline can route it apart from the operational logs; pino adds the request id (`reqId`).
  *
- * `user` is present only when the proxy verified it (`--authn=impersonate`): in passthrough a bearer
- * token is opaque to the proxy, and an unverified name would be worse than none.
+ * `user` is present only when it was verified: by the proxy (`--authn=impersonate`), or, for a
+ * recorded passthrough session, by the upstream — the name its SelfSubjectReview answered with the
+ * caller's own credentials (`src/recording/caller-identity.ts`). Otherwise a bearer token is opaque to
+ * the proxy, and an unverified name would be worse than none; a recorded session then says why
+ * (`userUnknown`).
  */
 import type { ClientProtocolLabel, SessionOutcome, SessionPathLabel, SubresourceLabel } from './metrics.js';
 
@@ -17,8 +20,13 @@ export const PASSTHROUGH_EXIT_CODE_UNKNOWN = 'unknown: passthrough relays the up
 /** One audit event. */
 export interface AuditEvent {
   audit: true;
-  /** The verified user (`--authn=impersonate`); absent in passthrough, where the upstream authenticates. */
+  /**
+   * The verified user: `--authn=impersonate`; in passthrough, recorded sessions only, as the upstream's
+   * SelfSubjectReview named the caller. Absent for other passthrough sessions.
+   */
   user?: string;
+  /** A recorded passthrough session whose caller the upstream could not be asked about: why. */
+  userUnknown?: string;
   namespace: string;
   pod: string;
   subresource: SubresourceLabel;

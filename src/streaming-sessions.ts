@@ -30,8 +30,10 @@ export interface SessionFacts {
   ports?: string[];
   sourceIP?: string;
   userAgent?: string;
-  /** The verified user (impersonate mode). */
+  /** The verified user (impersonate mode; passthrough: a recorded session's, as the upstream named it). */
   user?: string;
+  /** Why a recorded passthrough session names no user. */
+  userUnknown?: string;
   /** The session's recording (docs/recording.md): its id, set once the recording has begun. */
   recordingId?: string;
 }
@@ -148,6 +150,7 @@ export class StreamingSession {
       path,
       ...(f.sourceIP !== undefined ? { sourceIP: f.sourceIP } : {}),
       ...(f.user !== undefined ? { user: f.user } : {}),
+      ...(f.userUnknown !== undefined ? { userUnknown: f.userUnknown } : {}),
       ...(f.userAgent !== undefined ? { userAgent: f.userAgent } : {}),
       statusCode: e.statusCode,
       bytesToUpstream: e.bytes?.toUpstream ?? 0,

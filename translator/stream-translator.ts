@@ -78,8 +78,9 @@ export interface TranslateRequest {
   client: ClientInfo;
   log: SessionLogger & { info(obj: object, msg: string): void };
   /**
-   * The session's recording (docs/recording.md): it observes the demultiplexed streams and is closed
-   * when the upgraded session ends. The caller closes it when the session was never upgraded.
+   * The session's recording (docs/recording.md): created (`upgraded()`) once the upstream said 101 and
+   * the client is upgraded, it observes the demultiplexed streams and is closed when the upgraded
+   * session ends. The caller abandons it when the upstream never said 101.
    */
   recording?: SessionRecording;
 }
@@ -192,6 +193,8 @@ export class StreamTranslatorProxy {
     // socket now), nor the upstream's 101 head (docs/benchmarks.md, "Idle sessions").
     const upstream: UpstreamLeg = opening.kind === 'upgraded' ? { connection: opening.session.connection, protocol: opening.session.protocol } : { error: opening.error };
     const stopper = new SessionStopper();
+    // Both handshakes are done: the session's recording is created on the sink now, not before.
+    if (opening.kind === 'upgraded') t.recording?.upgraded();
     return { kind: 'upgraded', done: this.#run(t.options, t.log, upgraded.ws, upstream, stopper, t.recording), stop: (reason: Error) => stopper.stop(reason) };
   }
 

@@ -48,6 +48,8 @@ export interface CastIdentity {
   sessionId: string;
   user?: string;
   groups?: readonly string[];
+  /** Why `user` is absent: passthrough, and the upstream could not be asked who the caller is (`caller-identity.ts`). */
+  userUnknown?: string;
   /** The agent cluster (`/clusters/NAME`); absent for the proxy's own upstream. */
   cluster?: string;
   namespace: string;

@@ -4,12 +4,20 @@
  * when it ends. The directory is created 0700 (and narrowed to 0700 if it exists wider); files are
  * 0600 (`cast-file.ts`).
  */
-import { chmod, mkdir, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, chmod, mkdir, stat, statfs } from 'node:fs/promises';
 import { CastFileWriter, writeSummary } from './cast-file.js';
 import type { RecordingSink, RecordingSummary, RecordingUpload } from './sink.js';
 
 /** Mode of a recordings directory. */
 export const DIR_MODE = 0o700;
+
+/**
+ * Free space below which the directory counts as full before an upgrade: room for a recording's
+ * first lines and its index entry. Below it a session would fail at its first write, so an enforced
+ * one is refused before the upgrade instead of being started and ended.
+ */
+export const MIN_FREE_BYTES = 64 * 1024;
 
 /** Create `dir` 0700, or narrow an existing one to 0700. */
 export async function prepareRecordingDir(dir: string): Promise<void> {
@@ -70,6 +78,17 @@ export class DirectorySink implements RecordingSink {
       this.#prepared = undefined;
       throw e;
     }));
+  }
+
+  /** Healthy: the directory exists (created 0700 if need be), is writable, and has room (space and inodes). */
+  async check(): Promise<void> {
+    await this.prepare();
+    await access(this.dir, constants.W_OK | constants.X_OK);
+    const fs = await statfs(this.dir);
+    const free = fs.bavail * fs.bsize;
+    if (free < MIN_FREE_BYTES) throw new Error(`${this.dir}: no space left for recordings (${free} bytes free)`);
+    // Some filesystems report no inode counts at all (files 0): only a known zero is full.
+    if (fs.files > 0 && fs.ffree === 0) throw new Error(`${this.dir}: no inodes left for recordings`);
   }
 
   async open(id: string): Promise<RecordingUpload> {

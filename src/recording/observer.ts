@@ -13,7 +13,8 @@
  * Both carry `fatal`: an AbortSignal that aborts (reason: a `RecordingUnavailableError`) when an
  * enforced recording fails mid-session; the relay then ends the session with
  * `reason.toStatus()` — a passthrough relay through {@link RelayObserver.terminate}, the translator
- * through its own `finish(status)`.
+ * through its own `finish(status)`. A tap that cannot read the relayed stream past some point says
+ * so ({@link RemoteCommandObserver.unreadable}): that is such a failure too.
  */
 import type { V1Status } from '../status.js';
 import type { CastExit } from './asciicast.js';
@@ -23,6 +24,9 @@ export interface RelayedBytes {
   readonly toUpstream: number;
   readonly toClient: number;
 }
+
+/** The wire protocol a tap reads (the `protocol` label of the unreadable-stream metric). */
+export type TapProtocol = 'spdy' | 'websocket';
 
 /** What the translator (or a tap) reports about one exec/attach session, stream by stream. */
 export interface RemoteCommandObserver {
@@ -38,6 +42,13 @@ export interface RemoteCommandObserver {
   exit(exit: CastExit): void;
   /** The session is over (idempotent). `bytes`: the relay's own totals, for the index. */
   close(bytes?: RelayedBytes): void;
+  /**
+   * A tap cannot read the relayed `protocol` stream past this point (framing that the peer reading
+   * it would not accept either; `cause` names it, never with content): no later event can be
+   * trusted, so none follows. Enforce: `fatal` aborts (the session ends with the Status); fail open:
+   * a marker, `result: incomplete`, a metric. The translator never calls it (it parses what it relays).
+   */
+  unreadable(protocol: TapProtocol, cause: Error): void;
 }
 
 /** How a passthrough relay ends a session with a Status once `fatal` aborted. */

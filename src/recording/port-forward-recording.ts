@@ -3,11 +3,12 @@
  * start and duration — never the forwarded data. It is a {@link RelayObserver} (it only counts the
  * chunks); the ports come from the request (`ports` query, WebSocket) and from the SPDY streams'
  * `port` headers (`noteStreamHeaders`, fed by `spdy-tap.ts`'s stream table), and the record is
- * written to the sink when the session ends.
+ * written to the sink when the session ends — only for a session that got the upstream's 101
+ * (`upgraded`; the session recorder's records start out not created): a refused one stores nothing.
  */
 import { performance } from 'node:perf_hooks';
 import type { V1Status } from '../status.js';
-import { NEVER_ABORTED, type RelayedBytes, type RelayObserver, type TerminationPlan } from './observer.js';
+import { NEVER_ABORTED, type RelayedBytes, type RelayObserver, type TapProtocol, type TerminationPlan } from './observer.js';
 import type { RecordingLogger } from './session-recording.js';
 import type { RecordingMetrics, SinkLabel } from './recording-metrics.js';
 import type { RecordingSink, RecordingSummary } from './sink.js';
@@ -20,6 +21,8 @@ export interface PortForwardFacts {
   id: string;
   user?: string;
   groups?: readonly string[];
+  /** Why `user` is absent (see `caller-identity.ts`). */
+  userUnknown?: string;
   cluster?: string;
   namespace: string;
   pod: string;
@@ -44,8 +47,12 @@ export class PortForwardRecording implements RelayObserver {
   #toUpstream = 0;
   #toClient = 0;
   #done: Promise<RecordingSummary> | undefined;
+  #created: boolean;
+  #abandoned = false;
+  #unreadable = false;
 
-  constructor(facts: PortForwardFacts, sink: RecordingSink, metrics: RecordingMetrics, log: RecordingLogger) {
+  /** `created: false`: nothing is written unless {@link upgraded} is called (the session recorder's). */
+  constructor(facts: PortForwardFacts, sink: RecordingSink, metrics: RecordingMetrics, log: RecordingLogger, options: { created?: boolean } = {}) {
     this.id = facts.id;
     this.#facts = facts;
     this.#sink = sink;
@@ -53,7 +60,51 @@ export class PortForwardRecording implements RelayObserver {
     this.#metrics = metrics;
     this.#log = log;
     this.#ports = new Set(facts.ports.slice(0, MAX_RECORDED_PORTS));
-    metrics.addActiveRecordings(1);
+    this.#created = options.created ?? true;
+    if (this.#created) metrics.addActiveRecordings(1);
+  }
+
+  /** True once the session got the upstream's 101 (or when made created). */
+  get created(): boolean {
+    return this.#created;
+  }
+
+  /** The upstream's 101 arrived: the record will be written when the session ends. */
+  upgraded(): void {
+    if (this.#created || this.#done) return;
+    this.#created = true;
+    this.#metrics.addActiveRecordings(1);
+  }
+
+  /** As {@link upgraded}, for a relay that waits for the creation before its client's 101: nothing to wait for (the record is written at the end). */
+  create(): Promise<undefined> {
+    this.upgraded();
+    return Promise.resolve(undefined);
+  }
+
+  /** The session never got the upstream's 101: nothing is written; counted as a refused attempt. */
+  abandon(statusCode: number): void {
+    if (this.#created || this.#abandoned) return;
+    this.#abandoned = true;
+    this.#metrics.incRefusedAttempt(statusCode);
+    void this.finish();
+  }
+
+  /** Who the record names. */
+  get caller(): { user?: string; userUnknown?: string } {
+    const { user, userUnknown } = this.#facts;
+    return { ...(user !== undefined ? { user } : {}), ...(userUnknown !== undefined ? { userUnknown } : {}) };
+  }
+
+  /**
+   * The SPDY tap could not read the client's streams past some point (`spdy-tap.ts`): ports of later
+   * streams may be missing, so the record says `result: incomplete` (and the metric counts it).
+   */
+  unreadable(protocol: TapProtocol, cause: Error): void {
+    if (this.#unreadable) return;
+    this.#unreadable = true;
+    this.#metrics.incUnreadableStream(protocol);
+    this.#log.warn({ recordingId: this.id, protocol, err: { name: cause.name, code: (cause as { code?: unknown }).code } }, 'port-forward record: the stream could not be read');
   }
 
   /** A port seen in a stream's headers (SPDY `port`). */
@@ -86,6 +137,7 @@ export class PortForwardRecording implements RelayObserver {
       subresource: 'portforward',
       ...(f.user !== undefined ? { user: f.user } : {}),
       ...(f.groups !== undefined ? { groups: [...f.groups] } : {}),
+      ...(f.userUnknown !== undefined ? { userUnknown: f.userUnknown } : {}),
       ...(f.cluster !== undefined ? { cluster: f.cluster } : {}),
       namespace: f.namespace,
       pod: f.pod,
@@ -97,9 +149,14 @@ export class PortForwardRecording implements RelayObserver {
       exitCode: null,
       bytesToUpstream: bytes?.toUpstream ?? this.#toUpstream,
       bytesToClient: bytes?.toClient ?? this.#toClient,
-      result: 'complete',
+      result: this.#unreadable ? 'incomplete' : 'complete',
       ...(f.recordedBy !== undefined ? { recordedBy: f.recordedBy } : {}),
     };
+    if (!this.#created) {
+      // Never upgraded: nothing is stored.
+      this.#done = Promise.resolve(summary);
+      return this.#done;
+    }
     this.#done = this.#sink.writeRecord(summary).then(
       () => {
         this.#metrics.addRecordedBytes(this.#sinkLabel, JSON.stringify(summary).length);

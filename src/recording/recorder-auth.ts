@@ -3,10 +3,19 @@
  *
  * Viewers (`/sessions/`, the list, playback, export, live following) need, for each recording,
  * SubjectAccessReview permission on the documented virtual resource
- * `sessions.recording.kube-stream-proxy.io` — `list` (cluster scope) to see the list, `get` on the
- * recording's id in its namespace to play or follow it — or membership of a configured group
- * (`--viewer-group`). Listing is filtered per recording: a caller allowed `get` in namespace `dev`
- * only sees `dev`'s recordings.
+ * `sessions.recording.kube-stream-proxy.io` — `list` to see it in the list (at cluster scope: every
+ * namespace; else in its namespace), `get` on the recording's id in its namespace to play or follow
+ * it — or membership of a configured group (`--viewer-group`). Listing is filtered per recording: a
+ * caller allowed in namespace `dev` only sees `dev`'s recordings.
+ *
+ * The cluster. With agents every cluster has a namespace `default`, so a review that named only the
+ * namespace would let a viewer of one cluster's `default` see every cluster's. A recording of an
+ * agent cluster (`/clusters/NAME`) is therefore reviewed as the subresource `sessions/NAME`, and one
+ * of the proxy's own upstream as plain `sessions`. RBAC matches `resource/subresource` exactly, so
+ * `resources: [sessions]` grants the proxy's own upstream only, `[sessions/one]` cluster `one` only,
+ * and `["*"]` every cluster (RBAC has no `sessions/<any>` wildcard; docs/recording.md has the rules).
+ * A cluster that is not a valid cluster name (only a corrupt cast header holds one) is never allowed
+ * by review.
  * - {@link TokenFileViewers}: a kube-apiserver token file (`token,user,uid,"groups"`); only the
  *   configured groups are authorized (no SubjectAccessReview there).
  * - {@link KubernetesViewers}: the proxy's own `src/auth` reviewers (TokenReview, client
@@ -20,13 +29,14 @@ import type { X509Certificate } from 'node:crypto';
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import type { ReviewApi } from '../api-client.js';
+import type { AccessAttributes, ReviewApi } from '../api-client.js';
 import { Authenticator, UnauthorizedError } from '../auth/authenticator.js';
 import { Authorizer, ForbiddenError } from '../auth/authorizer.js';
 import { userFromCertificate, verifiedAgainst } from '../auth/client-certificate.js';
 import { bearerToken, TokenReviewer } from '../auth/token-review.js';
 import type { UserInfo } from '../auth/user-info.js';
 import { parseTokenAuthFile } from '../auth/token-auth-file.js';
+import { isValidClusterName } from '../tunnel/protocol.js';
 
 /** The virtual API group of recordings. */
 export const RECORDING_API_GROUP = 'recording.kube-stream-proxy.io';
@@ -36,9 +46,24 @@ export const RECORDING_RESOURCE = 'sessions';
 /** What a viewer wants to do. */
 export interface ViewerAction {
   verb: 'get' | 'list';
-  /** get: the recording's namespace and id. */
+  /** The recording's agent cluster (`/clusters/NAME`); absent or `''` for the proxy's own upstream. */
+  cluster?: string;
+  /** get: the recording's namespace and id; list: the namespace (absent: cluster scope). */
   namespace?: string;
   name?: string;
+}
+
+/** The SubjectAccessReview attributes of a viewer's action (undefined: never allowed by review). */
+export function viewerAccessAttributes(action: ViewerAction): AccessAttributes | undefined {
+  if (action.cluster && !isValidClusterName(action.cluster)) return undefined;
+  return {
+    verb: action.verb,
+    group: RECORDING_API_GROUP,
+    resource: RECORDING_RESOURCE,
+    ...(action.cluster ? { subresource: action.cluster } : {}),
+    ...(action.namespace !== undefined ? { namespace: action.namespace } : {}),
+    ...(action.name !== undefined ? { name: action.name } : {}),
+  };
 }
 
 /** Viewer authentication and authorization. */
@@ -106,14 +131,10 @@ export class KubernetesViewers implements ViewerAuth {
   }
   async allowed(user: UserInfo, action: ViewerAction): Promise<boolean> {
     if (user.groups.some((g) => this.#groups.includes(g))) return true;
+    const attributes = viewerAccessAttributes(action);
+    if (attributes === undefined) return false;
     try {
-      await this.#authorizer.authorize(user, {
-        verb: action.verb,
-        group: RECORDING_API_GROUP,
-        resource: RECORDING_RESOURCE,
-        ...(action.namespace !== undefined ? { namespace: action.namespace } : {}),
-        ...(action.name !== undefined ? { name: action.name } : {}),
-      });
+      await this.#authorizer.authorize(user, attributes);
       return true;
     } catch (e) {
       if (e instanceof ForbiddenError) return false;

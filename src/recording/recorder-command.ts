@@ -11,6 +11,7 @@ import { isLoopbackHost, parseGoDuration } from '../config.js';
 import { parseHostPort } from '../listen-address.js';
 import { KubernetesViewers, ReplicaAuth, TokenFileViewers, TokenTable, type ViewerAuth } from './recorder-auth.js';
 import { startRecorder } from './recorder-server.js';
+import { escapeTerminal } from './terminal-escape.js';
 
 export const RECORDER_USAGE = `kube-stream-proxy recorder: stores the session recordings that proxy replicas stream to it
 (serve --session-recorder-url), applies a retention age, and serves them: the JSON API that
@@ -33,7 +34,8 @@ Viewers (who may list and play):
                               authorized by --viewer-group only.
   --kubeconfig PATH           Review viewers with this cluster instead: TokenReview, then SubjectAccessReview
                               on resource sessions.recording.kube-stream-proxy.io (list; get <id> in the
-                              recording's namespace), or --viewer-group.
+                              recording's namespace; an agent cluster's recordings as subresource
+                              sessions/CLUSTER), or --viewer-group.
   --in-cluster                The same with the pod's service account.
   --viewer-group G            Members may view every recording (repeatable).
   -h, --help                  Show this help.
@@ -42,7 +44,7 @@ Viewers (who may list and play):
 /** Run `recorder`; resolves with an exit code on a flag error, never when running. */
 export async function recorderCommand(argv: string[]): Promise<number | void> {
   const fail = (msg: string): number => {
-    process.stderr.write(`kube-stream-proxy recorder: ${msg}\n`);
+    process.stderr.write(`${escapeTerminal(`kube-stream-proxy recorder: ${msg}`)}\n`);
     return 2;
   };
   let values;
@@ -66,7 +68,7 @@ export async function recorderCommand(argv: string[]): Promise<number | void> {
       strict: true,
     }));
   } catch (e) {
-    process.stderr.write(`kube-stream-proxy recorder: ${(e as Error).message}\n\n${RECORDER_USAGE}`);
+    process.stderr.write(`${escapeTerminal(`kube-stream-proxy recorder: ${(e as Error).message}`)}\n\n${RECORDER_USAGE}`);
     return 2;
   }
   if (values.help) {
@@ -138,7 +140,7 @@ export async function recorderCommand(argv: string[]): Promise<number | void> {
     viewers,
     replicas,
     retentionMs,
-    log: { info: (m) => process.stderr.write(`${m}\n`), warn: (m) => process.stderr.write(`${m}\n`) },
+    log: { info: (m) => process.stderr.write(`${escapeTerminal(m)}\n`), warn: (m) => process.stderr.write(`${escapeTerminal(m)}\n`) },
   });
   process.stdout.write(`kube-stream-proxy recorder listening on ${recorder.url}, recordings in ${resolve(values.dir)}\n`);
   const stop = (): void => {

@@ -5,7 +5,8 @@
  *
  * The page is static; its script (`/sessions/assets/page.js`, no inline script) reads the JSON API
  * with the browser's own credentials and writes recording metadata only through `textContent` (a
- * pod name or a command is caller-controlled text). The Content-Security-Policy allows scripts from
+ * pod name or a command is caller-controlled text: it shows as text, never as markup). An entry
+ * whose index entry is invalid (`state: invalid`) is listed as such. The Content-Security-Policy allows scripts from
  * the recorder only, plus `wasm-unsafe-eval` for the player's inlined terminal emulator.
  */
 import { readFileSync } from 'node:fs';
@@ -82,10 +83,10 @@ const PAGE_JS = `'use strict';
       tr.dataset.id = s.id;
       if (s.state === 'open') tr.className = 'live';
       cell(tr, s.start); cell(tr, s.user || '(unknown)'); cell(tr, where(s)); cell(tr, what(s));
-      cell(tr, s.state === 'open' ? '' : s.durationSeconds.toFixed(1) + ' s');
-      cell(tr, s.exitCode === null || s.exitCode === undefined ? '' : String(s.exitCode));
+      cell(tr, s.state === 'finished' && typeof s.durationSeconds === 'number' ? s.durationSeconds.toFixed(1) + ' s' : '');
+      cell(tr, s.state === 'finished' && typeof s.exitCode === 'number' ? String(s.exitCode) : '');
       cell(tr, String(s.recordedBytes !== undefined ? s.recordedBytes : (s.bytesToUpstream || 0) + (s.bytesToClient || 0)));
-      cell(tr, s.state === 'open' ? 'live' : s.result);
+      cell(tr, s.state === 'open' ? 'live' : s.state === 'invalid' ? 'invalid index entry' : s.result);
       tr.addEventListener('click', function () { open(s); });
       tbody.appendChild(tr);
     }

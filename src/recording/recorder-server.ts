@@ -6,15 +6,16 @@
  * | path | who | what |
  * |---|---|---|
  * | `PUT /api/v1/ingest/{id}[?resume=1&offset=N]`, `PUT /api/v1/ingest/{id}/summary` | replicas | upload (see recorder-ingest.ts) |
- * | `GET /api/v1/sessions[?user=U&pod=P&since=ISO]` | viewers (`list`) | `{items: [...]}`, the index entries the caller may see |
+ * | `GET /api/v1/sessions[?user=U&pod=P&since=ISO]` | viewers (`list`) | `{items: [...]}`, the index entries the caller may see (`state`: `finished`, `open`, or `invalid` for an index entry that is not valid) |
  * | `GET /api/v1/sessions/{id}` | viewers (`get`) | one index entry |
  * | `GET /api/v1/sessions/{id}/cast` | viewers (`get`) | the `.cast` (`application/x-asciicast`) |
  * | `GET /api/v1/sessions/{id}/live` | viewers (`get`) | Server-Sent Events for asciinema-player's EventSource driver |
  * | `GET /sessions/` (+ assets) | viewers (`list`) | the web page (recorder-page.ts) |
  * | `GET /healthz` | anyone | `ok` |
  *
- * Authentication and authorization: `recorder-auth.ts`. 401 without credentials, 403 when the
- * caller may not; nothing of a recording is returned before both passed.
+ * Authentication and authorization: `recorder-auth.ts` (each review names the recording's cluster and
+ * namespace). 401 without credentials, 403 when the caller may not; nothing of a recording is
+ * returned before both passed.
  */
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -29,6 +30,7 @@ import { PAGE_CSP, pageAssets } from './recorder-page.js';
 import type { ReplicaAuth, ViewerAuth } from './recorder-auth.js';
 import { RecorderIngest } from './recorder-ingest.js';
 import { RecordingStore, type RecordingEntry } from './recording-store.js';
+import { escapeTerminal } from './terminal-escape.js';
 
 /** Options of {@link startRecorder}. */
 export interface RecorderOptions {
@@ -86,13 +88,30 @@ export async function startRecorder(o: RecorderOptions): Promise<RunningRecorder
     }
     return user;
   };
+  /**
+   * The entries `user` may list, or undefined (403) when it may list nothing at all. Reviewed per
+   * cluster (`list` at that cluster's scope: all of it) and then per (cluster, namespace), each
+   * question asked once per request.
+   */
   const visible = async (user: UserInfo, entries: RecordingEntry[]): Promise<RecordingEntry[] | undefined> => {
-    if (await o.viewers.allowed(user, { verb: 'list' })) return entries;
-    const byNs = new Map<string, boolean>();
-    for (const e of entries) if (!byNs.has(e.namespace)) byNs.set(e.namespace, await o.viewers.allowed(user, { verb: 'list', namespace: e.namespace }));
-    const out = entries.filter((e) => byNs.get(e.namespace));
-    // Not allowed to list at all (nothing visible and no cluster-wide list): 403, not an empty list.
-    return out.length > 0 ? out : undefined;
+    const answers = new Map<string, Promise<boolean>>();
+    const ask = (cluster: string, namespace?: string): Promise<boolean> => {
+      const key = JSON.stringify([cluster, namespace ?? null]);
+      let a = answers.get(key);
+      if (a === undefined) answers.set(key, (a = o.viewers.allowed(user, { verb: 'list', ...(cluster ? { cluster } : {}), ...(namespace !== undefined ? { namespace } : {}) })));
+      return a;
+    };
+    // The proxy's own upstream at cluster scope first: such a viewer gets a list, empty or not.
+    let anyScope = await ask('');
+    const out: RecordingEntry[] = [];
+    for (const e of entries) {
+      const cluster = e.cluster ?? '';
+      const scope = await ask(cluster);
+      anyScope ||= scope;
+      if (scope || (await ask(cluster, e.namespace))) out.push(e);
+    }
+    // Not allowed to list at all (nothing visible and no cluster-scope list): 403, not an empty list.
+    return out.length > 0 || anyScope ? out : undefined;
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -134,7 +153,7 @@ export async function startRecorder(o: RecorderOptions): Promise<RunningRecorder
       if (!user) return;
       const entry = await store.get(one[1]!);
       if (!entry) return send(res, 404, { error: 'no such recording' });
-      if (!(await o.viewers.allowed(user, { verb: 'get', namespace: entry.namespace, name: entry.id }))) return send(res, 403, { error: `Forbidden: you may not get recording ${entry.id}` });
+      if (!(await o.viewers.allowed(user, { verb: 'get', ...(entry.cluster ? { cluster: entry.cluster } : {}), namespace: entry.namespace, name: entry.id }))) return send(res, 403, { error: `Forbidden: you may not get recording ${entry.id}` });
       if (one[2] === undefined) return send(res, 200, { ...entry, state: live.isLive(entry.id) ? 'open' : entry.state });
       if (entry.record === 'metadata') return send(res, 404, { error: 'a metadata record has no cast' });
       if (one[2] === '/cast') {
@@ -166,7 +185,7 @@ export async function startRecorder(o: RecorderOptions): Promise<RunningRecorder
 
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     handle(req, res).catch((e: unknown) => {
-      o.log?.warn(`recorder: ${req.method} ${new URL(req.url ?? '/', 'http://x').pathname}: ${(e as Error).message}`);
+      o.log?.warn(escapeTerminal(`recorder: ${req.method} ${new URL(req.url ?? '/', 'http://x').pathname}: ${(e as Error).message}`));
       if (!res.headersSent) send(res, 500, { error: 'internal error' });
       else res.destroy();
     });

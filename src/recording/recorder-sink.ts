@@ -266,6 +266,12 @@ export class RecorderSink implements RecordingSink {
     this.#o = { reconnectWindowMs: options.reconnectWindowMs ?? RECONNECT_WINDOW_MS, ackTimeoutMs: options.ackTimeoutMs ?? ACK_TIMEOUT_MS };
   }
 
+  /** Healthy: the recorder answers `GET /healthz` (nothing is created there; checked before an upgrade). */
+  async check(): Promise<void> {
+    const a = await recorderFetch(this.#ep, 'GET', '/healthz');
+    if (a.status !== 200) throw new Error(`recorder answered ${a.status} to /healthz`);
+  }
+
   async open(id: string, options: { enforce?: boolean } = {}): Promise<RecordingUpload> {
     const upload = new RecorderUpload(this.#ep, id, options.enforce ?? false, this.#o);
     await upload.connect(0, false);

@@ -10,7 +10,7 @@ import { errorStatus, type V1Status } from '../status.js';
 export const RECORDING_UNAVAILABLE_MESSAGE = 'session recording unavailable';
 
 /** Why an enforced recording is unavailable (logs and the Status's cause; never recording content). */
-export type RecordingUnavailableReason = 'sink_open_failed' | 'sink_failed' | 'sink_too_slow' | 'no_sink';
+export type RecordingUnavailableReason = 'sink_open_failed' | 'sink_failed' | 'sink_too_slow' | 'no_sink' | 'stream_unreadable';
 
 /** An enforced recording could not be started or failed mid-session. */
 export class RecordingUnavailableError extends Error {
@@ -41,5 +41,7 @@ function describeReason(r: RecordingUnavailableReason): string {
       return 'the recording sink fell behind past the buffer';
     case 'no_sink':
       return 'the policy requires a recording but no recording sink is configured';
+    case 'stream_unreadable':
+      return "the session's stream could not be read for the recording";
   }
 }

@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { METRICS_NAMESPACE } from '../metrics.js';
+import type { TapProtocol } from './observer.js';
 import type { RecordingResult } from './sink.js';
 
 /** The sink kinds (`sink` label). */
@@ -30,6 +31,13 @@ export interface RecordingMetrics {
   incDropped(reason: DropReason): void;
   /** `kube_stream_proxy_session_recording_enforce_refusals_total{phase}`: sessions refused or ended because enforce could not record them. */
   incEnforceRefusal(phase: EnforcePhase): void;
+  /** `kube_stream_proxy_session_recording_unreadable_streams_total{protocol}`: taps that could not read a session's stream (enforce ended it, fail open marked it incomplete). */
+  incUnreadableStream(protocol: TapProtocol): void;
+  /**
+   * `kube_stream_proxy_session_recording_refused_attempts_total{code}`: sessions a recording rule
+   * matched that never got the upstream's 101 (`code`: what the client was answered), so nothing was stored.
+   */
+  incRefusedAttempt(code: number): void;
   /** `kube_stream_proxy_session_recording_config_reloads_total{result}`: `--session-recording-config` reloads. */
   incConfigReload(result: 'success' | 'failure'): void;
   /** `kube_stream_proxy_session_recording_config_last_reload_successful`: 1 when the last (re)load was good. */
@@ -73,6 +81,18 @@ export function createRecordingMetrics(registry: Registry): RecordingMetrics {
     labelNames: ['phase'] as const,
     registers: [registry],
   });
+  const unreadable = new Counter({
+    name: `${METRICS_NAMESPACE}_session_recording_unreadable_streams_total`,
+    help: "Recorded sessions whose relayed stream a tap could not read (SPDY or WebSocket framing its reader would not accept either), by protocol: enforce ended the session, fail open marked the recording incomplete.",
+    labelNames: ['protocol'] as const,
+    registers: [registry],
+  });
+  const refusedAttempts = new Counter({
+    name: `${METRICS_NAMESPACE}_session_recording_refused_attempts_total`,
+    help: "Sessions a recording rule matched that never got the upstream's 101, by the HTTP code the client was answered (the upstream's refusal, or the proxy's when the upgrade failed; 499: the client left): nothing was stored for them.",
+    labelNames: ['code'] as const,
+    registers: [registry],
+  });
   const reloads = new Counter({
     name: `${METRICS_NAMESPACE}_session_recording_config_reloads_total`,
     help: 'Loads of --session-recording-config, by result (a failed reload keeps the previous configuration).',
@@ -91,6 +111,8 @@ export function createRecordingMetrics(registry: Registry): RecordingMetrics {
     incSinkError: (sink, phase) => sinkErrors.inc({ sink, phase }),
     incDropped: (reason) => dropped.inc({ reason }),
     incEnforceRefusal: (phase) => refusals.inc({ phase }),
+    incUnreadableStream: (protocol) => unreadable.inc({ protocol }),
+    incRefusedAttempt: (code) => refusedAttempts.inc({ code: String(code) }),
     incConfigReload: (result) => reloads.inc({ result }),
     setConfigHealthy: (ok) => healthy.set(ok ? 1 : 0),
   };

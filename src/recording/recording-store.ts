@@ -3,18 +3,30 @@
  * index entries (`<id>.json` sidecars), recordings still open (a `.cast` without its sidecar: its
  * header says who and what), the tamper check (the sidecar's sha256 against the file), and the
  * recorder's retention sweep.
+ *
+ * Nothing read here is trusted by shape (`summary-validation.ts`): a sidecar that is not JSON, or
+ * whose fields are badly typed, is listed as `invalid` (with the reason, and who and what from its
+ * cast header when there is one) and fails `verify`; it never breaks a listing for everyone.
  */
 import { createReadStream } from 'node:fs';
 import { readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { CAST_HEADER_KEY, type CastHeader } from './asciicast.js';
+import { aggregateMessage } from '../auth/field-errors.js';
+import type { CastHeader } from './asciicast.js';
 import { castPath, hashFile, summaryPath } from './cast-file.js';
+import { ownerPath } from './recording-owner.js';
 import { isRecordingId, type RecordingSummary } from './sink.js';
+import { headerFacts, validateRecordingSummary, type HeaderFacts } from './summary-validation.js';
 
 /** One listed recording: its index entry, or what the header of a still-open cast says. */
 export type RecordingEntry = RecordingSummary & {
-  /** `finished`: the sidecar exists; `open`: the cast is being written (or its writer died). */
-  state: 'finished' | 'open';
+  /**
+   * `finished`: the sidecar exists; `open`: the cast is being written (or its writer died);
+   * `invalid`: the sidecar is not a valid index entry (see {@link RecordingEntry.invalid}).
+   */
+  state: 'finished' | 'open' | 'invalid';
+  /** `invalid`: why the index entry was not used. */
+  invalid?: string;
 };
 
 /** The outcome of a tamper check. */
@@ -27,7 +39,7 @@ export interface VerifyResult {
   message: string;
 }
 
-/** The first line of a cast file, parsed (undefined when absent or not asciicast v2). */
+/** The first line of a cast file, parsed (undefined when absent or not asciicast v2; fields unchecked). */
 export async function readCastHeader(path: string): Promise<CastHeader | undefined> {
   const lines = createInterface({ input: createReadStream(path, { end: 1024 * 1024 }), crlfDelay: Infinity });
   try {
@@ -43,29 +55,43 @@ export async function readCastHeader(path: string): Promise<CastHeader | undefin
   return undefined;
 }
 
-/** An open recording's entry, from its header. */
-function entryFromHeader(id: string, h: CastHeader, mtimeMs: number): RecordingEntry {
-  const k = h[CAST_HEADER_KEY];
-  const start = (h.timestamp ?? mtimeMs / 1000) * 1000;
+/** An entry from a cast header's well-typed facts (an open recording, or one whose sidecar is invalid). */
+function entryFromHeader(id: string, facts: HeaderFacts, mtimeMs: number, state: 'open' | 'invalid'): RecordingEntry {
+  const k = facts.identity;
+  const start = facts.timestamp !== undefined ? facts.timestamp * 1000 : mtimeMs;
   return {
     id,
-    subresource: k?.subresource ?? 'exec',
-    ...(k?.user !== undefined ? { user: k.user } : {}),
-    ...(k?.groups !== undefined ? { groups: [...k.groups] } : {}),
-    ...(k?.cluster !== undefined ? { cluster: k.cluster } : {}),
-    namespace: k?.namespace ?? '',
-    pod: k?.pod ?? '',
-    ...(k?.container !== undefined ? { container: k.container } : {}),
-    command: k ? [...k.command] : [],
-    tty: k?.tty ?? false,
-    record: k?.record ?? 'output',
+    subresource: k.subresource ?? 'exec',
+    ...(k.user !== undefined ? { user: k.user } : {}),
+    ...(k.groups !== undefined ? { groups: [...k.groups] } : {}),
+    ...(k.cluster !== undefined ? { cluster: k.cluster } : {}),
+    namespace: k.namespace ?? '',
+    pod: k.pod ?? '',
+    ...(k.container !== undefined ? { container: k.container } : {}),
+    command: k.command ? [...k.command] : [],
+    tty: k.tty ?? false,
+    record: k.record ?? 'output',
     enforce: false,
     start: new Date(start).toISOString(),
     durationSeconds: Math.max(0, Math.round(mtimeMs - start) / 1000),
     exitCode: null,
     result: 'incomplete',
-    state: 'open',
+    state,
   };
+}
+
+/** Why a sidecar's text is not a valid index entry of `id`, or its summary. */
+function parseSidecar(id: string, text: string): { summary: RecordingSummary } | { invalid: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { invalid: 'not JSON' };
+  }
+  const checked = validateRecordingSummary(value);
+  if (!checked.ok) return { invalid: aggregateMessage(checked.errors) };
+  if (checked.summary.id !== id) return { invalid: `id: Invalid value: ${JSON.stringify(checked.summary.id)}: not the id of its file name` };
+  return { summary: checked.summary };
 }
 
 /** A recordings directory. */
@@ -93,22 +119,29 @@ export class RecordingStore {
     return entries.filter((e): e is RecordingEntry => e !== undefined);
   }
 
-  /** One recording, or undefined. */
+  /** One recording, or undefined. Never throws for what the directory holds. */
   async get(id: string): Promise<RecordingEntry | undefined> {
     if (!isRecordingId(id)) return undefined;
+    let invalid: { reason: string; mtimeMs: number } | undefined;
     try {
-      const s = JSON.parse(await readFile(summaryPath(this.dir, id), 'utf8')) as RecordingSummary;
-      return { ...s, state: 'finished' };
+      const text = await readFile(summaryPath(this.dir, id), 'utf8');
+      const parsed = parseSidecar(id, text);
+      if ('summary' in parsed) return { ...parsed.summary, state: 'finished' };
+      invalid = { reason: parsed.invalid, mtimeMs: (await stat(summaryPath(this.dir, id))).mtimeMs };
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return undefined;
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') invalid = { reason: `unreadable: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, mtimeMs: Date.now() };
     }
+    let cast: { facts: HeaderFacts; mtimeMs: number } | undefined;
     try {
       const st = await stat(castPath(this.dir, id));
       const h = await readCastHeader(castPath(this.dir, id));
-      return h ? entryFromHeader(id, h, st.mtimeMs) : undefined;
+      cast = { facts: headerFacts(h), mtimeMs: st.mtimeMs };
+      if (h === undefined && invalid === undefined) return undefined;
     } catch {
-      return undefined;
+      cast = undefined;
     }
+    if (invalid !== undefined) return { ...entryFromHeader(id, cast?.facts ?? { identity: {} }, cast?.mtimeMs ?? invalid.mtimeMs, 'invalid'), invalid: invalid.reason };
+    return cast ? entryFromHeader(id, cast.facts, cast.mtimeMs, 'open') : undefined;
   }
 
   /** The cast file of `id` (checked id). */
@@ -122,6 +155,7 @@ export class RecordingStore {
     const e = await this.get(id);
     if (e === undefined) return { id, ok: false, message: 'no such recording' };
     if (e.state === 'open') return { id, ok: false, message: 'not finished: no index entry (still being written, or its writer stopped)' };
+    if (e.state === 'invalid') return { id, ok: false, message: `the index entry is invalid: ${e.invalid ?? ''}` };
     if (e.record === 'metadata') return { id, ok: true, message: 'metadata record (no cast)' };
     if (e.sha256 === undefined) return { id, ok: false, message: 'the index entry has no sha256 (the recording failed before it was stored)' };
     let actual: string;
@@ -147,6 +181,7 @@ export class RecordingStore {
       if (nowMs - end <= maxAgeMs) continue;
       await unlink(castPath(this.dir, e.id)).catch(() => undefined);
       await unlink(summaryPath(this.dir, e.id)).catch(() => undefined);
+      await unlink(ownerPath(this.dir, e.id)).catch(() => undefined);
       removed.push(e.id);
     }
     return removed;

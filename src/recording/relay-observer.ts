@@ -6,7 +6,7 @@
  * |---|---|---|
  * | exec/attach | SPDY/3.1 (`X-Stream-Protocol-Version` v1–v4) | {@link SpdyTap} |
  * | exec/attach | WebSocket (`Sec-WebSocket-Protocol` as answered, v1–v5) | {@link WebSocketTap} |
- * | portforward | SPDY/3.1 (`portforward.k8s.io`) | byte counts + a SpdyTap reading only the client's stream headers (`port`) |
+ * | portforward | SPDY/3.1 (`portforward.k8s.io`) | byte counts + a SpdyTap reading only the client's stream headers (`port`, the first value, as the kubelet reads it); headers it cannot read make the record `incomplete` |
  * | portforward | WebSocket / the tunnel | byte counts (ports from the `ports` query) |
  *
  * The translator does not use this: it calls the {@link SessionRecording} (a RemoteCommandObserver)
@@ -31,6 +31,7 @@ export interface NegotiatedProtocol {
 class SpdyPortForwardObserver implements RelayObserver {
   readonly #pf: PortForwardRecording;
   readonly #headers: SpdyTap;
+  #bytes: RelayedBytes | undefined;
   constructor(pf: PortForwardRecording) {
     this.#pf = pf;
     this.#headers = new SpdyTap(undefined, {
@@ -39,6 +40,10 @@ class SpdyPortForwardObserver implements RelayObserver {
         const port = h.port?.[0];
         if (port !== undefined) pf.notePort(port);
       },
+      // Later streams' ports would be missing: the record says incomplete.
+      onUnreadable: (cause) => pf.unreadable('spdy', cause),
+      // The record is written once the header blocks still being inflated were read.
+      onClose: () => pf.close(this.#bytes),
     });
   }
   get fatal(): AbortSignal {
@@ -52,8 +57,8 @@ class SpdyPortForwardObserver implements RelayObserver {
     this.#pf.fromUpstream(chunk);
   }
   close(bytes?: RelayedBytes): void {
+    this.#bytes = bytes;
     this.#headers.close();
-    this.#pf.close(bytes);
   }
   terminate(_status: V1Status): TerminationPlan | undefined {
     return undefined;

@@ -3,6 +3,12 @@
  * directory (`--dir D`: the directory sink's or the recorder's) or from a recorder (`--recorder URL`
  * with a viewer token, `--token-file`). A recording's id is its file name without `.cast`, the id
  * the audit line carries.
+ *
+ * What a recording says about itself (user, pod, container, command: caller-controlled text) is
+ * printed with its terminal controls escaped (`terminal-escape.ts`), in the table, in `-o json`
+ * (DEL and C1 as `\u00HH`), in `verify` lines and in error messages; `play` and `export` write the
+ * recorded session itself, which is their point. A badly typed entry (an old or foreign recorder)
+ * is printed as well as it can be, never a crash.
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -11,6 +17,7 @@ import { playCast } from './cast-player.js';
 import { parseRecorderUrl, recorderFetch, type RecorderEndpoint } from './recorder-client.js';
 import { RecordingStore, type RecordingEntry } from './recording-store.js';
 import { isRecordingId } from './sink.js';
+import { escapeJsonControls, escapeTerminal } from './terminal-escape.js';
 
 export const SESSIONS_USAGE = `kube-stream-proxy sessions: recorded exec/attach/port-forward sessions (docs/recording.md).
 
@@ -45,23 +52,38 @@ function human(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)}MiB`;
 }
 
-/** The list as a table (pure). */
+/** Any value as one line of text for a table cell: strings as they are, anything else as JSON; controls escaped. */
+function cell(v: unknown, absent = ''): string {
+  const text = typeof v === 'string' ? v : v === undefined || v === null ? absent : (JSON.stringify(v) ?? absent);
+  return escapeTerminal(text);
+}
+
+function words(v: unknown): string {
+  return Array.isArray(v) ? v.map((w) => cell(w)).join(' ') : cell(v);
+}
+
+function count(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) ? v : 0;
+}
+
+/** The list as a table (pure; every value escaped, any type tolerated). */
 export function formatSessionTable(entries: readonly RecordingEntry[]): string {
   const rows = [['ID', 'USER', 'CLUSTER/NAMESPACE/POD', 'COMMAND', 'START', 'DURATION', 'EXIT', 'BYTES', 'RESULT']];
   for (const e of entries) {
-    const where = `${e.cluster ?? '-'}/${e.namespace}/${e.pod}${e.container ? `/${e.container}` : ''}`;
-    const what = e.subresource === 'exec' ? (e.command ?? []).join(' ') : e.subresource === 'portforward' ? `port-forward ${(e.ports ?? []).join(',')}` : 'attach';
-    const bytes = e.record === 'metadata' ? `${human(e.bytesToUpstream ?? 0)}↑ ${human(e.bytesToClient ?? 0)}↓` : human(e.recordedBytes ?? 0);
+    const where = `${cell(e.cluster, '-')}/${cell(e.namespace)}/${cell(e.pod)}${e.container ? `/${cell(e.container)}` : ''}`;
+    const what = e.subresource === 'exec' ? words(e.command ?? []) : e.subresource === 'portforward' ? `port-forward ${words(e.ports ?? [])}` : cell(e.subresource);
+    const bytes = e.record === 'metadata' ? `${human(count(e.bytesToUpstream))}↑ ${human(count(e.bytesToClient))}↓` : human(count(e.recordedBytes));
+    const finished = e.state !== 'open' && e.state !== 'invalid';
     rows.push([
-      e.id,
-      e.user ?? '(unknown)',
+      cell(e.id),
+      cell(e.user, '(unknown)'),
       where,
-      what.length > 40 ? `${what.slice(0, 39)}…` : what,
-      e.start.replace(/\.\d+Z$/, 'Z'),
-      e.state === 'open' ? 'running' : `${e.durationSeconds.toFixed(1)}s`,
-      e.exitCode === null ? '-' : String(e.exitCode),
+      [...what].length > 40 ? `${[...what].slice(0, 39).join('')}…` : what,
+      cell(e.start).replace(/\.\d+Z$/, 'Z'),
+      e.state === 'open' ? 'running' : finished && typeof e.durationSeconds === 'number' ? `${e.durationSeconds.toFixed(1)}s` : '-',
+      typeof e.exitCode === 'number' && finished ? String(e.exitCode) : '-',
       bytes,
-      e.state === 'open' ? 'open' : e.result,
+      finished ? cell(e.result) : cell(e.state),
     ]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => [...r[i]!].length)));
@@ -118,7 +140,7 @@ export async function sessionsCommand(argv: string[]): Promise<number> {
       strict: true,
     });
   } catch (e) {
-    process.stderr.write(`kube-stream-proxy sessions: ${(e as Error).message}\n\n${SESSIONS_USAGE}`);
+    process.stderr.write(`${escapeTerminal(`kube-stream-proxy sessions: ${(e as Error).message}`)}\n\n${SESSIONS_USAGE}`);
     return 2;
   }
   const { values, positionals } = parsed;
@@ -128,7 +150,7 @@ export async function sessionsCommand(argv: string[]): Promise<number> {
     return values.help ? 0 : 2;
   }
   const fail = (msg: string, code = 2): number => {
-    process.stderr.write(`kube-stream-proxy sessions ${sub}: ${msg}\n`);
+    process.stderr.write(escapeTerminal(`kube-stream-proxy sessions ${sub}: ${msg}`) + '\n');
     return code;
   };
   if (values.dir !== undefined && values.recorder !== undefined) return fail('give --dir or --recorder, not both');
@@ -156,7 +178,7 @@ export async function sessionsCommand(argv: string[]): Promise<number> {
           ...(values.pod !== undefined ? { pod: values.pod } : {}),
           ...(values.since !== undefined ? { sinceMs: parseSince(values.since, Date.now()) } : {}),
         });
-        if (values.output === 'json') process.stdout.write(entries.map((e) => JSON.stringify(e) + '\n').join(''));
+        if (values.output === 'json') process.stdout.write(entries.map((e) => escapeJsonControls(JSON.stringify(e)) + '\n').join(''));
         else if (values.output !== undefined) return fail(`-o: only json is supported`);
         else process.stdout.write(formatSessionTable(entries));
         return 0;
@@ -183,12 +205,14 @@ export async function sessionsCommand(argv: string[]): Promise<number> {
         for (const one of ids) {
           const r = await src.store.verify(one);
           if (!r.ok) bad++;
-          process.stdout.write(`${r.ok ? 'OK      ' : 'FAILED  '}${one}  ${r.message}\n`);
+          process.stdout.write(escapeTerminal(`${r.ok ? 'OK      ' : 'FAILED  '}${one}  ${r.message}`) + '\n');
         }
         return bad === 0 ? 0 : 1;
       }
       default:
-        return fail(`unknown subcommand ${JSON.stringify(sub)}\n\n${SESSIONS_USAGE}`);
+        fail(`unknown subcommand ${JSON.stringify(sub)}`);
+        process.stderr.write(`\n${SESSIONS_USAGE}`);
+        return 2;
     }
   } catch (e) {
     return fail((e as Error).message, 1);

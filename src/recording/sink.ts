@@ -1,7 +1,9 @@
 /**
  * Where recordings go: one interface for every sink (the local directory, the remote recorder).
  *
- * A sink opens one {@link RecordingUpload} per session. The upload takes the cast text as it is
+ * A sink is checked before a recorded session's upgrade ({@link RecordingSink.check}) and opens one
+ * {@link RecordingUpload} per session only once the session got the upstream's 101 (the session
+ * recorder's `deferred-upload.ts`): a refused session stores nothing. The upload takes the cast text as it is
  * produced and must never block the session: writes are queued (the bounded buffer lives in
  * `session-recording.ts`, which watches {@link RecordingUpload.pendingBytes}), and a failure is
  * reported once through `onError`, so the session's recording can end it (enforce) or go on
@@ -17,6 +19,8 @@ export interface RecordingSummary {
   subresource: 'exec' | 'attach' | 'portforward';
   user?: string;
   groups?: string[];
+  /** Why `user` is absent (passthrough: the upstream could not be asked who the caller is). */
+  userUnknown?: string;
   cluster?: string;
   namespace: string;
   pod: string;
@@ -76,8 +80,15 @@ export interface RecordingSink {
   /** `directory` or `recorder` (metric label). */
   readonly kind: 'directory' | 'recorder';
   /**
-   * Open the recording `id`. Rejects when the recording cannot be started (directory not writable,
-   * recorder unreachable or refusing): with enforce the session is then refused before any upgrade.
+   * Can recordings be made now (the directory is writable and has room; the recorder answers)?
+   * Asked before a recorded session's upgrade, creating nothing; rejects with the reason. With
+   * enforce the session is then refused with 503 before the upgrade. Absent: always healthy.
+   */
+  check?(): Promise<void>;
+  /**
+   * Open (create) the recording `id`, once the session is upgraded. Rejects when the recording cannot
+   * be created (directory not writable or full, recorder unreachable or refusing): with enforce the
+   * session is then ended with the Status.
    * `enforce`: the recording is enforced, so a lost connection fails it at once instead of being
    * retried (the session must end within a second).
    */

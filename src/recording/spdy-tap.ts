@@ -4,17 +4,27 @@
  * payloads come out as slices of the relay's chunks, never copied) and turned into the session's
  * stream events for a {@link RemoteCommandObserver}.
  *
- * - Streams are mapped by the `streamtype` header of the client's SYN_STREAMs (stdin, stdout, stderr,
- *   resize, error). Header blocks are zlib-compressed per direction with one continuous context, so
- *   the tap keeps its own {@link HeaderDecompressor} for the client→server direction and feeds it
- *   every block of that direction in order. It never reads the server's header blocks (Kubernetes'
- *   SYN_REPLYs are empty), so it needs no context for that direction. Inflating is asynchronous:
- *   while a block is being inflated, later events of both directions wait in order behind it.
+ * - It reads what the kubelet reads as the kubelet's SPDY (moby/spdystream) reads it, so a client
+ *   cannot open a stream the recording does not see: control frames of any version; the
+ *   `streamtype` of a client SYN_STREAM is the first value of that name (a repeated name's values are
+ *   appended, `http.Header.Get` reads the first); a SYN_STREAM whose id is below the next expected
+ *   one is refused by the kubelet (`validateStreamId`), so it maps nothing.
+ * - Streams are mapped by that `streamtype` (stdin, stdout, stderr, resize, error). Header blocks
+ *   are zlib-compressed per direction with one continuous context, so the tap keeps its own
+ *   {@link HeaderDecompressor} for the client→server direction and feeds it every block of that
+ *   direction in order — SYN_STREAM, SYN_REPLY and HEADERS, as the kubelet's framer does, or a later
+ *   block could back-reference bytes the tap never saw. It never reads the server's header blocks
+ *   (Kubernetes' SYN_REPLYs are empty), so it needs no context for that direction. Inflating is
+ *   asynchronous: while a block is being inflated, later events of both directions wait in order
+ *   behind it.
  * - stdin DATA (client→server) → `stdin`; stdout/stderr DATA (server→client) → `output`; the resize
  *   stream's JSON → `resize`; the error stream's content, at its FIN, decoded as client-go does
  *   (`src/wire/error-stream.ts`) → `exit` (no FIN, e.g. a lost upstream: no exit status).
- * - A stream the tap cannot parse stops the recording's events (a marker is not possible mid-frame);
- *   with enforce the recording's `fatal` is aborted by the owner (see {@link SpdyTap.failure}).
+ * - Bytes it still cannot read (framing the kubelet or kubectl would fail on too, or would read
+ *   out of step) end its events at that point in wire order and are reported to the recording
+ *   ({@link RemoteCommandObserver.unreadable}): enforce ends the session with the Status, fail open
+ *   marks the recording incomplete. The upstream direction is still followed frame by frame after a
+ *   client-side failure, so the enforce end can cut at a frame boundary.
  *
  * {@link SpdyTap.terminate} ends the session with a Status in SPDY's own terms: the rest of the
  * frame in progress is relayed, then a DATA frame with the Status on the error stream (FIN), FINs on
@@ -39,6 +49,10 @@ export interface SpdyTapOptions {
   protocol: string;
   /** Every client stream's headers as they are decoded (port-forward reads `port` here). */
   onStreamHeaders?: (headers: SpdyHeaders) => void;
+  /** The stream cannot be read past this point (for a tap with no target: port-forward's record). */
+  onUnreadable?: (cause: Error) => void;
+  /** The tap closed, after every header block it was given was read (for a tap with no target). */
+  onClose?: () => void;
 }
 
 function streamTypeOf(h: SpdyHeaders): StreamType {
@@ -50,18 +64,27 @@ function streamTypeOf(h: SpdyHeaders): StreamType {
 export class SpdyTap implements RelayObserver {
   readonly #target: RemoteCommandObserver | undefined;
   readonly #o: SpdyTapOptions;
-  readonly #fromClient = new FrameParser({ streamData: true });
-  readonly #fromUpstream = new FrameParser({ streamData: true });
+  readonly #fromClient = new FrameParser({ streamData: true, anyVersion: true });
+  readonly #fromUpstream = new FrameParser({ streamData: true, anyVersion: true });
   readonly #headers = new HeaderDecompressor();
   readonly #streams = new Map<number, StreamType>();
-  /** Events waiting behind a header block being inflated (in arrival order). */
-  #queue: Array<() => void> | undefined;
+  /** The lowest id the kubelet accepts for the next client SYN_STREAM (spdystream `receivedStreamId`). */
+  #nextStreamId = 1;
+  /**
+   * Work waiting behind a header block being inflated, in wire order: events, and each block's own
+   * step (what its headers or its failure mean), filled in once it is inflated.
+   */
+  readonly #steps: Array<{ fn: (() => void) | undefined }> = [];
   #pendingBlocks = 0;
   #sizes: TerminalSizeDecoder | undefined;
   #error: Buffer[] = [];
   #errorBytes = 0;
   #exited = false;
+  /** Set (in wire order, behind blocks being inflated) once the stream cannot be read: no more events. */
   #failure: Error | undefined;
+  /** A direction's parser failed: nothing more is read from it. */
+  #clientBroken = false;
+  #upstreamBroken = false;
   #closed = false;
 
   constructor(target: RemoteCommandObserver | undefined, options: SpdyTapOptions) {
@@ -73,36 +96,33 @@ export class SpdyTap implements RelayObserver {
     return this.#target?.fatal ?? new AbortController().signal;
   }
 
-  /** Why the tap stopped parsing (a protocol error in the relayed bytes), if it did. */
   /** True while client header blocks are being inflated (later events wait behind them, in order). */
   get inflating(): boolean {
     return this.#pendingBlocks > 0;
   }
 
+  /** Why the tap stopped reading (a protocol error in the relayed bytes), if it did. */
   get failure(): Error | undefined {
     return this.#failure;
   }
 
   fromClient(chunk: Buffer): void {
-    if (this.#failure) return;
-    let frames: SpdyFrame[];
-    try {
-      frames = this.#fromClient.push(chunk);
-    } catch (e) {
-      return this.#fail(e);
-    }
+    if (this.#clientBroken || this.#failure) return;
+    const { frames, error } = parse(this.#fromClient, chunk);
     for (const f of frames) this.#clientFrame(f);
+    if (error === undefined) return;
+    this.#clientBroken = true;
+    this.#run(() => this.#fail(error));
   }
 
   fromUpstream(chunk: Buffer): void {
-    if (this.#failure) return;
-    let frames: SpdyFrame[];
-    try {
-      frames = this.#fromUpstream.push(chunk);
-    } catch (e) {
-      return this.#fail(e);
-    }
-    for (const f of frames) this.#upstreamFrame(f);
+    if (this.#upstreamBroken) return;
+    const { frames, error } = parse(this.#fromUpstream, chunk);
+    // After a failure it is followed for its frame boundaries only (the enforce end).
+    if (!this.#failure) for (const f of frames) this.#upstreamFrame(f);
+    if (error === undefined) return;
+    this.#upstreamBroken = true;
+    this.#run(() => this.#fail(error));
   }
 
   close(bytes?: RelayedBytes): void {
@@ -111,6 +131,7 @@ export class SpdyTap implements RelayObserver {
     const finish = (): void => {
       this.#headers.close();
       this.#target?.close(bytes);
+      this.#o.onClose?.();
     };
     this.#run(finish);
   }
@@ -128,11 +149,15 @@ export class SpdyTap implements RelayObserver {
       cut: (chunk) => {
         let at = 0;
         for (;;) {
+          // Unreadable upstream bytes: no boundary will come; they are not passed on.
+          if (this.#upstreamBroken) return { forward: chunk.subarray(0, at), done: true };
           const n = parser.bytesToFrameEnd;
           if (n === 0) return { forward: chunk.subarray(0, at), done: true };
-          if (at >= chunk.length || this.#failure) return { forward: chunk.subarray(0, at), done: this.#failure !== undefined };
+          if (at >= chunk.length) return { forward: chunk.subarray(0, at), done: false };
           const take = Math.min(n ?? 8 - parser.bufferedBytes, chunk.length - at);
-          this.fromUpstream(chunk.subarray(at, at + take));
+          const piece = chunk.subarray(at, at + take);
+          this.fromUpstream(piece);
+          if (this.#upstreamBroken) return { forward: chunk.subarray(0, at), done: true };
           at += take;
         }
       },
@@ -141,47 +166,39 @@ export class SpdyTap implements RelayObserver {
 
   /** Run `fn` now, or after the header blocks being inflated (order kept). */
   #run(fn: () => void): void {
-    if (this.#queue) this.#queue.push(fn);
+    if (this.#steps.length > 0) this.#steps.push({ fn });
     else fn();
   }
 
+  /** A header block is inflated: its step is `fn`; run every step that is ready, in order. */
+  #settle(step: { fn: (() => void) | undefined }, fn: () => void): void {
+    this.#pendingBlocks--;
+    step.fn = fn;
+    while (this.#steps.length > 0 && this.#steps[0]!.fn !== undefined) this.#steps.shift()!.fn!();
+  }
+
   #clientFrame(f: SpdyFrame): void {
-    if (f.type === 'syn_stream' || f.type === 'headers') {
+    if (f.type === 'syn_stream' || f.type === 'syn_reply' || f.type === 'headers') {
       const id = f.streamId;
-      const isSyn = f.type === 'syn_stream';
-      this.#queue ??= [];
+      // spdystream's Connection.checkStreamFrame: an id below the next expected one is refused (RST).
+      const opens = f.type === 'syn_stream' && id >= this.#nextStreamId;
+      if (opens) this.#nextStreamId = id + 2;
+      const step: { fn: (() => void) | undefined } = { fn: undefined };
+      this.#steps.push(step);
       this.#pendingBlocks++;
-      this.#headers.decompress(f.headerBlock, id).then(
-        (h) => {
-          if (isSyn) {
+      this.#headers.decompress(f.headerBlock, id, 'spdystream').then(
+        (h) =>
+          this.#settle(step, () => {
+            if (!opens || this.#failure) return;
             this.#streams.set(id, streamTypeOf(h));
             this.#o.onStreamHeaders?.(h);
-          }
-          this.#blockDone();
-        },
-        (e: unknown) => {
-          this.#fail(e);
-          this.#blockDone();
-        },
+          }),
+        (e: unknown) => this.#settle(step, () => this.#fail(e)),
       );
       return;
     }
     if (f.type !== 'data') return;
     this.#run(() => this.#clientData(f.streamId, f.data));
-  }
-
-  #blockDone(): void {
-    if (--this.#pendingBlocks > 0) return;
-    const q = this.#queue ?? [];
-    this.#queue = undefined;
-    for (let i = 0; i < q.length; i++) {
-      q[i]!();
-      // A callback started another inflate: the rest waits behind it.
-      if (this.#queue) {
-        (this.#queue as Array<() => void>).unshift(...q.slice(i + 1));
-        return;
-      }
-    }
   }
 
   #clientData(id: number, data: Buffer): void {
@@ -194,7 +211,7 @@ export class SpdyTap implements RelayObserver {
   #upstreamFrame(f: SpdyFrame): void {
     if (f.type !== 'data') return;
     const { streamId, data, fin } = f;
-    if (this.#queue) this.#queue.push(() => this.#upstreamData(streamId, data, fin));
+    if (this.#steps.length > 0) this.#steps.push({ fn: () => this.#upstreamData(streamId, data, fin) });
     else this.#upstreamData(streamId, data, fin);
   }
 
@@ -230,6 +247,26 @@ export class SpdyTap implements RelayObserver {
   }
 
   #fail(e: unknown): void {
-    this.#failure ??= e instanceof Error ? e : new Error(String(e));
+    if (this.#failure) return;
+    this.#failure = e instanceof Error ? e : new Error(String(e));
+    this.#target?.unreadable('spdy', this.#failure);
+    this.#o.onUnreadable?.(this.#failure);
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * The frames `chunk` completes, and the parse error after them if any (the parser defers an error
+ * that follows frames to its next push: fetched at once here, so the frames before it still count).
+ */
+function parse(parser: FrameParser, chunk: Buffer): { frames: SpdyFrame[]; error?: unknown } {
+  let frames: SpdyFrame[] = [];
+  try {
+    frames = parser.push(chunk);
+    if (parser.hasPendingError) parser.push(EMPTY);
+    return { frames };
+  } catch (error) {
+    return { frames, error };
   }
 }

@@ -183,6 +183,11 @@ export interface FrameParserOptions {
    * payload byte is ever copied. An empty DATA frame still comes out once.
    */
   streamData?: boolean;
+  /**
+   * Read control frames of any version, as moby/spdystream (the kubelet's SPDY) does: it never
+   * checks the field. A session-recording tap reads so, to see every frame the kubelet acts on.
+   */
+  anyVersion?: boolean;
 }
 
 interface PendingHeader {
@@ -214,6 +219,7 @@ function connError(code: 'SPDY_BAD_VERSION' | 'SPDY_BAD_FRAME' | 'SPDY_FRAME_TOO
 export class FrameParser {
   private readonly maxFrameSize: number;
   private readonly streamData: boolean;
+  private readonly anyVersion: boolean;
   private chunks: Buffer[] = [];
   private offset = 0; // into chunks[0]
   private available = 0;
@@ -226,6 +232,7 @@ export class FrameParser {
   constructor(options: FrameParserOptions = {}) {
     this.maxFrameSize = Math.min(options.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_PAYLOAD);
     this.streamData = options.streamData ?? false;
+    this.anyVersion = options.anyVersion ?? false;
   }
 
   /** True when a deferred error will be thrown by the next `push` (call `push(Buffer.alloc(0))`). */
@@ -342,7 +349,7 @@ export class FrameParser {
       const length = h.readUInt32BE(4) & 0xffffff;
       if (control) {
         const version = (word >>> 16) & 0x7fff;
-        if (version !== SPDY_VERSION) {
+        if (version !== SPDY_VERSION && !this.anyVersion) {
           throw connError('SPDY_BAD_VERSION', `unsupported SPDY version ${version}`);
         }
         const type = word & 0xffff;

@@ -63,10 +63,18 @@ export function encodeHeaderPairs(headers: SpdyHeadersInit): Buffer {
 }
 
 /**
+ * How a decoder treats a name/value block. `strict` (default) refuses a repeated or empty name.
+ * `spdystream` reads the block as moby/spdystream (the kubelet's SPDY) does: a repeated name's values
+ * are appended in order (`http.Header.Add`, so `Get` returns the first) and an empty name is kept; a
+ * session-recording tap reads the client's blocks so, to see the streams the kubelet sees.
+ */
+export type HeaderPairRules = 'strict' | 'spdystream';
+
+/**
  * Decodes an uncompressed name/value block. Throws a stream-scoped {@link SpdyProtocolError}
  * (status PROTOCOL_ERROR) when `streamId` is given, else a connection-scoped one.
  */
-export function decodeHeaderPairs(buf: Buffer, streamId?: number): SpdyHeaders {
+export function decodeHeaderPairs(buf: Buffer, streamId?: number, rules: HeaderPairRules = 'strict'): SpdyHeaders {
   const fail = (msg: string): never => {
     throw streamId === undefined
       ? new SpdyProtocolError('SPDY_BAD_HEADER_BLOCK', msg, GoAwayStatus.PROTOCOL_ERROR)
@@ -90,11 +98,13 @@ export function decodeHeaderPairs(buf: Buffer, streamId?: number): SpdyHeaders {
     const nl = readLen('name length');
     const name = buf.toString('utf8', at, at + nl);
     at += nl;
-    if (nl === 0) fail('header block has an empty header name');
+    if (nl === 0 && rules === 'strict') fail('header block has an empty header name');
     if (name !== name.toLowerCase()) fail(`header name ${JSON.stringify(name)} is not lowercase`);
-    if (Object.prototype.hasOwnProperty.call(out, name)) fail(`duplicate header name ${JSON.stringify(name)}`);
+    const repeated = Object.prototype.hasOwnProperty.call(out, name);
+    if (repeated && rules === 'strict') fail(`duplicate header name ${JSON.stringify(name)}`);
     const vl = readLen('value length');
-    out[name] = buf.toString('utf8', at, at + vl).split('\0');
+    const values = buf.toString('utf8', at, at + vl).split('\0');
+    out[name] = repeated ? [...out[name]!, ...values] : values;
     at += vl;
   }
   if (at !== buf.length) fail(`header block has ${buf.length - at} trailing bytes`);
@@ -173,15 +183,15 @@ export class HeaderDecompressor {
   }
 
   /**
-   * Inflates one block and decodes its pairs. With `streamId`, a malformed pair list (after a
+   * Inflates one block and decodes its pairs (by `rules`). With `streamId`, a malformed pair list (after a
    * successful inflate) is stream-scoped; inflate failures are always connection-scoped, and so is
    * any block handed in after {@link release} (SPDY_UNEXPECTED_HEADERS, GOAWAY PROTOCOL_ERROR).
    */
-  decompress(block: Buffer, streamId?: number): Promise<SpdyHeaders> {
+  decompress(block: Buffer, streamId?: number, rules: HeaderPairRules = 'strict'): Promise<SpdyHeaders> {
     const refused = this.released;
     const result = this.tail
       .then(() => (refused ? Promise.reject(this.refusal()) : this.inflateOne(block)))
-      .then((raw) => decodeHeaderPairs(raw, streamId));
+      .then((raw) => decodeHeaderPairs(raw, streamId, rules));
     // The tail settles with nothing: it must not keep the last block's headers alive (an idle
     // connection's decompressor is released with its last SYN_REPLY's headers still in it).
     this.tail = result.then(settledWithNothing, settledWithNothing);

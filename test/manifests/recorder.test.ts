@@ -2,8 +2,8 @@
  * `manifests/recorder/` (issue 23: the remote session recorder as a Deployment with a PVC): renders
  * with kubectl 1.33's kustomize; the Deployment, its PVC, Service and RBAC agree with each other;
  * every flag it passes is one `kube-stream-proxy recorder --help` lists; every file a flag names is
- * on a mounted volume; one writer for the ReadWriteOnce volume (Recreate); the viewer role names the
- * documented virtual resource.
+ * on a mounted volume; one writer for the ReadWriteOnce volume (Recreate); the viewer role grants the
+ * documented virtual resource's group, every cluster's recordings.
  *
  * Needs `npm run build` (the built CLI's --help).
  */
@@ -76,6 +76,8 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('kubectl kustomize manifes
     const binding = one('ClusterRoleBinding');
     expect(binding.roleRef.name).toBe(role.metadata.name);
     expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: one('ServiceAccount').metadata.name, namespace: 'kube-stream-proxy' }]);
-    expect(one('ClusterRole', 'kube-stream-proxy-recording-viewer').rules).toEqual([{ apiGroups: [RECORDING_API_GROUP], resources: [RECORDING_RESOURCE], verbs: ['get', 'list'] }]);
+    // Every cluster's recordings: `sessions` (the proxy's own upstream) and `sessions/NAME` (agent clusters; issue 31, finding 11).
+    expect(one('ClusterRole', 'kube-stream-proxy-recording-viewer').rules).toEqual([{ apiGroups: [RECORDING_API_GROUP], resources: ['*'], verbs: ['get', 'list'] }]);
+    expect(RECORDING_RESOURCE).toBe('sessions');
   });
 });

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
-import { appendFileSync, chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -99,7 +99,7 @@ describe('DirectorySink', () => {
     await expect(writer.close()).rejects.toMatchObject({ code: 'ENOSPC' });
   });
 
-  it('a directory the proxy cannot write: open fails (enforce refuses the session before the upgrade)', async () => {
+  it('a directory the proxy cannot write: the health check and open fail (enforce refuses the session before the upgrade)', async () => {
     work = mkdtempSync(join(tmpdir(), 'ksp-rec-dir-'));
     const dir = join(work, 'ro');
     mkdirSync(dir, { mode: 0o700 });
@@ -109,6 +109,15 @@ describe('DirectorySink', () => {
       rmSync(dir, { recursive: true, force: true });
       appendFileSync(dir, 'not a directory');
     }
+    await expect(new DirectorySink(dir).check()).rejects.toThrow();
     await expect(new DirectorySink(dir).open(newRecordingId())).rejects.toThrow();
+  });
+
+  it('the health check creates the directory (0700) and nothing in it', async () => {
+    work = mkdtempSync(join(tmpdir(), 'ksp-rec-dir-'));
+    const dir = join(work, 'recordings');
+    await new DirectorySink(dir).check();
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(readdirSync(dir)).toEqual([]);
   });
 });

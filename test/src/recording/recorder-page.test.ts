@@ -33,10 +33,10 @@ function termIncludes(needle: string): boolean {
 /** The flags known to work on this machine class (docs: the machine's "Known to work"). */
 const FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
-async function record(sink: RecordingSink, lines: string[], finish = true): Promise<SessionRecording> {
+async function record(sink: RecordingSink, lines: string[], finish = true, who: { user?: string; command?: string[] } = {}): Promise<SessionRecording> {
   const id = newRecordingId();
   const rec = new SessionRecording({
-    identity: { sessionId: id, user: 'alice', namespace: 'default', pod: 'demo', subresource: 'exec', command: ['sh'], tty: true, record: 'output' },
+    identity: { sessionId: id, user: who.user ?? 'alice', namespace: 'default', pod: 'demo', subresource: 'exec', command: who.command ?? ['sh'], tty: true, record: 'output' },
     enforce: false,
     upload: await sink.open(id),
     sink: sink.kind,
@@ -117,6 +117,23 @@ describe('/sessions/ in headless Chromium', () => {
     await page.waitForFunction(termIncludes, 'live-two', { timeout: 20_000 });
     running.exit({ exitCode: 0 });
     await running.finish();
+    await context.close();
+  });
+
+  it('caller-controlled values (user, command) show as text, never as markup or terminal controls (issue 31, finding 8)', async () => {
+    const user = '<img src=x onerror="document.title=\'pwned\'">\u001b[2J';
+    const command = ['sh', '-c', '<script>document.title="pwned"</script>\u009b31m\r'];
+    const hostile = await record(new DirectorySink(join(work, 'recordings')), ['$ '], true, { user, command });
+    const context = await browser.newContext({ extraHTTPHeaders: { authorization: 'Bearer viewer-token' } });
+    const page = await context.newPage();
+    await page.goto(`${recorder.url}/sessions/`);
+    const row = `tr[data-id="${hostile.id}"]`;
+    await page.waitForSelector(row);
+    const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => ({ text: td.textContent, elements: td.children.length })));
+    expect(cells[1]).toEqual({ text: user, elements: 0 });
+    expect(cells[3]).toEqual({ text: command.join(' '), elements: 0 });
+    expect(await page.$$(`${row} img, ${row} script`)).toEqual([]);
+    expect(await page.title()).not.toBe('pwned');
     await context.close();
   });
 

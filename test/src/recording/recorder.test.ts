@@ -5,17 +5,21 @@
  * read them; viewers need a token and a configured group (401 / 403 otherwise); a running session
  * is followed live (SSE); SIGKILL of the recorder mid-session ends an enforced recording within 1 s
  * and lets a fail-open one resume on the restarted recorder with a gap marker; retention deletes old ones.
+ * A recording belongs to the replica that created it (also after a recorder restart), is immutable
+ * once its summary is stored (409), takes who and what from its cast header, and a corrupt index
+ * entry is listed as `invalid` instead of breaking the list (issue 31, finding 3).
  *
  * Needs `npm run build` (the recorder and `sessions` run from bin/kube-stream-proxy.js).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Registry } from 'prom-client';
+import { AsciicastWriter, type CastIdentity } from '../../../src/recording/asciicast.js';
 import { createRecordingMetrics } from '../../../src/recording/recording-metrics.js';
 import { RecorderSink } from '../../../src/recording/recorder-sink.js';
 import { RecordingStore } from '../../../src/recording/recording-store.js';
@@ -231,5 +235,169 @@ describe('remote recorder', () => {
     const removed = await store.removeOlderThan(1, Date.now() + 10_000);
     expect(removed.length).toBe(before);
     expect(await store.list()).toEqual([]);
+  });
+});
+
+/** What a replica sends: a real cast (AsciicastWriter) in pieces, so a test can upload it in parts. */
+function castParts(id: string, startedAtMs: number, identity: Partial<CastIdentity> = {}): { first: string; rest: string } {
+  const pieces: string[] = [];
+  const w = new AsciicastWriter(
+    { sessionId: id, user: 'alice', groups: ['sre'], cluster: 'one', namespace: 'default', pod: 'demo', container: 'main', subresource: 'exec', command: ['sh', '-c', 'ls'], tty: false, record: 'output', ...identity },
+    (l) => pieces.push(l.toString()),
+    { startedAtMs, nativeEscape: null },
+  );
+  w.output('stdout', Buffer.from('first\n'), 0.1);
+  const first = pieces.splice(0).join('');
+  w.output('stdout', Buffer.from('second\n'), 0.2);
+  w.end({ exitCode: 0 }, 0.3);
+  return { first, rest: pieces.join('') };
+}
+
+/** The index entry an honest replica sends. */
+function honestSummary(id: string, startedAtMs: number, over: Record<string, unknown> = {}): Record<string, unknown> {
+  return { id, subresource: 'exec', user: 'alice', groups: ['sre'], cluster: 'one', namespace: 'default', pod: 'demo', container: 'main', command: ['sh', '-c', 'ls'], tty: false, record: 'output', enforce: false, start: new Date(startedAtMs).toISOString(), durationSeconds: 0.3, exitCode: 0, recordedBytes: 13, result: 'complete', ...over };
+}
+
+describe('remote recorder: a recording belongs to the replica that created it, and is immutable once finished', () => {
+  let work: string;
+  let dir: string;
+  let recorder: Recorder;
+  const put = async (token: string, path: string, body: string): Promise<{ status: number; text: string }> => {
+    const r = await fetch(`${recorder.url}${path}`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream' }, body });
+    return { status: r.status, text: await r.text() };
+  };
+  const files = (id: string): Record<string, string> => {
+    const out: Record<string, string> = {};
+    for (const ext of ['cast', 'json']) {
+      try {
+        out[ext] = readFileSync(join(dir, `${id}.${ext}`), 'utf8');
+      } catch {
+        // absent
+      }
+    }
+    return out;
+  };
+  const viewerToken = (): string => join(work, 'viewer.token');
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), 'ksp-recorder-owner-'));
+    dir = join(work, 'recordings');
+    writeFileSync(join(work, 'ingest.csv'), 'replica-token-a,proxy-a,\nreplica-token-b,proxy-b,\n');
+    writeFileSync(join(work, 'viewers.csv'), 'viewer-token,carol,,"auditors"\n');
+    writeFileSync(viewerToken(), 'viewer-token\n');
+    recorder = await startRecorderProcess(dir, work);
+  });
+  afterAll(async () => {
+    await recorder?.stop();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('ownership survives a recorder restart; after the summary nobody may append, re-summarise or re-create it (409)', async () => {
+    const id = newRecordingId();
+    const startedAtMs = Date.now();
+    const { first, rest } = castParts(id, startedAtMs);
+    const created = await put('replica-token-a', `/api/v1/ingest/${id}`, first);
+    expect(created.status).toBe(200);
+    expect(created.text.trim().split('\n').at(-1)).toBe(`{"ack":${Buffer.byteLength(first)},"done":true}`);
+    // The recorder restarts: what it knew in memory is gone; the owner is not.
+    const port = Number(new URL(recorder.url).port);
+    await recorder.stop();
+    recorder = await startRecorderProcess(dir, work, port);
+    const size = Buffer.byteLength(first);
+    const forged = '[0.150000, "o", "forged by b\\r\\n"]\n';
+    expect((await put('replica-token-b', `/api/v1/ingest/${id}?resume=1&offset=${size}`, forged)).status).toBe(403);
+    expect((await put('replica-token-b', `/api/v1/ingest/${id}/summary`, JSON.stringify(honestSummary(id, startedAtMs, { user: 'mallory' })))).status).toBe(403);
+    expect((await put('replica-token-b', `/api/v1/ingest/${id}`, forged)).status).toBe(409);
+    expect(files(id).cast).toBe(first);
+    // The owner resumes and finishes.
+    expect((await put('replica-token-a', `/api/v1/ingest/${id}?resume=1&offset=${size}`, rest)).status).toBe(200);
+    const stored = await put('replica-token-a', `/api/v1/ingest/${id}/summary`, JSON.stringify(honestSummary(id, startedAtMs)));
+    expect(stored.status, stored.text).toBe(200);
+    const before = files(id);
+    expect(before.cast).toBe(first + rest);
+    expect(JSON.parse(before.json!)).toMatchObject({ recordedBy: 'proxy-a', user: 'alice', result: 'complete' });
+    // Finished: immutable for every replica, the owner included.
+    const end = Buffer.byteLength(first + rest);
+    for (const token of ['replica-token-a', 'replica-token-b']) {
+      expect((await put(token, `/api/v1/ingest/${id}?resume=1&offset=${end}`, forged)).status, token).toBe(409);
+      expect((await put(token, `/api/v1/ingest/${id}`, forged)).status, token).toBe(409);
+      expect((await put(token, `/api/v1/ingest/${id}/summary`, JSON.stringify(honestSummary(id, startedAtMs, { user: 'mallory', start: '2001-01-01T00:00:00.000Z', record: 'metadata' })))).status, token).toBe(409);
+      expect((await put(token, `/api/v1/ingest/${id}/summary`, JSON.stringify({ ...honestSummary(id, startedAtMs), subresource: 'portforward', record: 'metadata', ports: ['80'] }))).status, token).toBe(409);
+    }
+    expect(files(id)).toEqual(before);
+    const verified = await execFileP(process.execPath, [CLI, 'sessions', 'verify', id, '--dir', dir]);
+    expect(verified.stdout).toBe(`OK      ${id}  sha256 matches\n`);
+  });
+
+  it('a metadata record (no cast) is written once; a recording with a cast is never a metadata record', async () => {
+    const id = newRecordingId();
+    const record = { ...honestSummary(id, Date.now()), subresource: 'portforward', record: 'metadata', ports: ['8080'], command: undefined, tty: undefined, recordedBytes: undefined, bytesToUpstream: 10, bytesToClient: 20 };
+    expect((await put('replica-token-b', `/api/v1/ingest/${id}/summary`, JSON.stringify(record))).status).toBe(200);
+    const before = files(id);
+    expect(JSON.parse(before.json!)).toMatchObject({ record: 'metadata', recordedBy: 'proxy-b', ports: ['8080'] });
+    expect((await put('replica-token-a', `/api/v1/ingest/${id}`, '{"version": 2}\n')).status).toBe(409);
+    expect((await put('replica-token-b', `/api/v1/ingest/${id}/summary`, JSON.stringify({ ...record, bytesToClient: 0 }))).status).toBe(409);
+    expect(files(id)).toEqual(before);
+    // No cast and not a metadata record: there is nothing to index.
+    const lone = newRecordingId();
+    expect((await put('replica-token-a', `/api/v1/ingest/${lone}/summary`, JSON.stringify(honestSummary(lone, Date.now())))).status).toBe(404);
+    expect(files(lone)).toEqual({});
+  });
+
+  it('the index takes who and what from the cast header; a summary with bad types is refused (400) naming each field', async () => {
+    const id = newRecordingId();
+    const startedAtMs = Date.now() - 5_000;
+    const { first, rest } = castParts(id, startedAtMs);
+    expect((await put('replica-token-a', `/api/v1/ingest/${id}`, first + rest)).status).toBe(200);
+    const bad = await put('replica-token-a', `/api/v1/ingest/${id}/summary`, JSON.stringify({ ...honestSummary(id, startedAtMs), enforce: 'yes', start: 'yesterday', durationSeconds: '1', exitCode: '0', result: 'owned', command: 'rm -rf /', recordedBytes: -1 }));
+    expect(bad.status).toBe(400);
+    for (const field of ['enforce', 'start', 'durationSeconds', 'exitCode', 'result', 'command', 'recordedBytes']) expect(bad.text).toContain(`${field}: `);
+    expect(files(id).json).toBeUndefined();
+    // Well typed, but lying about who and what: the header (written when the recording was created) decides.
+    const lying = honestSummary(id, startedAtMs, { user: 'mallory', groups: ['system:masters'], cluster: 'two', namespace: 'kube-system', pod: 'other', container: 'x', command: ['true'], tty: true, record: 'metadata', start: '2001-01-01T00:00:00.000Z', recordedBy: 'proxy-b' });
+    const ok = await put('replica-token-a', `/api/v1/ingest/${id}/summary`, JSON.stringify(lying));
+    expect(ok.status, ok.text).toBe(200);
+    const stored = JSON.parse(files(id).json!) as Record<string, unknown>;
+    expect(stored).toMatchObject({ user: 'alice', groups: ['sre'], cluster: 'one', namespace: 'default', pod: 'demo', container: 'main', command: ['sh', '-c', 'ls'], tty: false, record: 'output', subresource: 'exec', recordedBy: 'proxy-a', exitCode: 0, result: 'complete' });
+    expect(Math.abs(Date.parse(stored.start as string) - startedAtMs)).toBeLessThan(1000);
+    // So retention keeps it (it started seconds ago, not in 2001).
+    expect(await new RecordingStore(dir).removeOlderThan(24 * 3_600_000, Date.now())).not.toContain(id);
+    expect((await new RecordingStore(dir).verify(id)).ok).toBe(true);
+  });
+
+  it('a corrupt index entry never breaks a listing: shown as invalid by the API, sessions list (recorder and directory) and verify', async () => {
+    const good = newRecordingId();
+    const { first, rest } = castParts(good, Date.now());
+    expect((await put('replica-token-a', `/api/v1/ingest/${good}`, first + rest)).status).toBe(200);
+    expect((await put('replica-token-a', `/api/v1/ingest/${good}/summary`, JSON.stringify(honestSummary(good, Date.now())))).status).toBe(200);
+    // Written behind the recorder's back (a disk edit, an older bug): typed wrong, and not JSON at all.
+    const typo = newRecordingId();
+    const parts = castParts(typo, Date.now(), { user: 'bob' });
+    writeFileSync(join(dir, `${typo}.cast`), parts.first + parts.rest);
+    writeFileSync(join(dir, `${typo}.json`), JSON.stringify({ id: typo, subresource: 'exec', namespace: 7, pod: 'demo', command: 'rm -rf /', record: 'output', enforce: false, start: 5, durationSeconds: 'long', exitCode: '0', result: 'owned' }));
+    const garbage = newRecordingId();
+    writeFileSync(join(dir, `${garbage}.json`), '{"id": "not json');
+    const api = await get(`${recorder.url}/api/v1/sessions`, 'viewer-token');
+    expect(api.status).toBe(200);
+    const items = (JSON.parse(api.body) as { items: Array<{ id: string; state: string; user?: string; durationSeconds: unknown; start: unknown }> }).items;
+    expect(items.find((e) => e.id === good)).toMatchObject({ state: 'finished' });
+    expect(items.find((e) => e.id === typo)).toMatchObject({ state: 'invalid', user: 'bob' });
+    expect(items.find((e) => e.id === garbage)).toMatchObject({ state: 'invalid' });
+    for (const e of items) {
+      expect(typeof e.start).toBe('string');
+      expect(typeof e.durationSeconds).toBe('number');
+    }
+    for (const from of [['--recorder', recorder.url, '--token-file', viewerToken()], ['--dir', dir]]) {
+      const listed = await execFileP(process.execPath, [CLI, 'sessions', 'list', ...from]);
+      const line = (id: string): string => listed.stdout.split('\n').find((l) => l.startsWith(id)) ?? '';
+      expect(line(good)).toMatch(/\scomplete$/);
+      expect(line(typo)).toMatch(/^\S+\s+bob\s.*\sinvalid$/);
+      expect(line(garbage)).toMatch(/\sinvalid$/);
+    }
+    const verify = await execFileP(process.execPath, [CLI, 'sessions', 'verify', '--dir', dir]).catch((e: { code: number; stdout: string }) => e);
+    expect((verify as { code: number }).code).toBe(1);
+    expect((verify as { stdout: string }).stdout).toContain(`OK      ${good}  sha256 matches\n`);
+    expect((verify as { stdout: string }).stdout).toMatch(new RegExp(`FAILED  ${typo}  the index entry is invalid: .*durationSeconds`));
+    expect((verify as { stdout: string }).stdout).toMatch(new RegExp(`FAILED  ${garbage}  the index entry is invalid: not JSON`));
   });
 });

@@ -70,6 +70,11 @@ export class MemorySink implements RecordingSink {
   readonly uploads = new Map<string, MemoryUpload>();
   readonly records: RecordingSummary[] = [];
   openError: Error | undefined;
+  /** Set: the health check before an upgrade fails with it. */
+  checkError: Error | undefined;
+  async check(): Promise<void> {
+    if (this.checkError) throw this.checkError;
+  }
   async open(id: string): Promise<RecordingUpload> {
     if (this.openError) throw this.openError;
     const u = new MemoryUpload();

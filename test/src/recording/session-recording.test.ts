@@ -133,6 +133,7 @@ describe('SessionRecorder', () => {
     expect((rec as SessionRecording).enforce).toBe(true);
     const pf = await r.begin({ ...req, namespace: 'dev', subresource: 'portforward', tty: false, command: [], ports: ['8080'] });
     expect(pf).toBeInstanceOf(PortForwardRecording);
+    (pf as PortForwardRecording).upgraded();
     (pf as PortForwardRecording).fromClient(Buffer.alloc(10));
     (pf as PortForwardRecording).fromUpstream(Buffer.alloc(30));
     const s = await (pf as PortForwardRecording).finish();
@@ -140,10 +141,10 @@ describe('SessionRecorder', () => {
     expect(sink.records).toHaveLength(1);
   });
 
-  it('enforce and the sink cannot open: RecordingUnavailableError before any upgrade; fail open: unrecorded', async () => {
+  it('enforce and the sink is unusable: RecordingUnavailableError before any upgrade; fail open: unrecorded', async () => {
     const registry = new Registry();
     const sink = new MemorySink();
-    sink.openError = new Error('recorder unreachable');
+    sink.checkError = new Error('recorder unreachable');
     const r = new SessionRecorder({ policy: () => policy, sink, metrics: createRecordingMetrics(registry), log: { warn: () => undefined }, maxOutputBytes: 0 });
     const e = await r.begin(req).catch((err: unknown) => err);
     expect(e).toBeInstanceOf(RecordingUnavailableError);

@@ -1,9 +1,12 @@
 /**
- * The WebSocket tap: the frame reader (masking without modifying the input, fragmentation with a
- * control frame between fragments, splits at every byte), and the tap on real dev-cluster sessions
- * for every legacy subprotocol (binary and base64, v1 and v4) through the recording relay.
+ * The WebSocket tap: the frame reader under both reading rules (masking without modifying the input,
+ * fragmentation with a control frame between fragments, splits at every byte), client frames read
+ * as the kubelet's x/net/websocket reads them and server frames as a client does (issue 31: what a
+ * client refuses makes the stream unreadable — enforce ends the session, fail open marks it), and the
+ * tap on real dev-cluster sessions for every legacy subprotocol (binary and base64, v1 and v4).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,10 +16,12 @@ import { startDevCluster, type DevCluster } from '../../../dev/cluster/dev-clust
 import { createRecordingMetrics } from '../../../src/recording/recording-metrics.js';
 import { SessionRecording } from '../../../src/recording/session-recording.js';
 import { newRecordingId } from '../../../src/recording/sink.js';
-import { unmaskedCopy, WsFrameReader } from '../../../src/recording/ws-frame-reader.js';
-import { WebSocketTap } from '../../../src/recording/ws-tap.js';
+import { unmaskedCopy, WsFrameReader, type WsReadingRules } from '../../../src/recording/ws-frame-reader.js';
+import { Base64Pieces, WebSocketTap } from '../../../src/recording/ws-tap.js';
 import { STDERR_END, STDERR_START } from '../../../src/recording/asciicast.js';
+import { RecordingUnavailableError } from '../../../src/recording/recording-errors.js';
 import { errorStatus } from '../../../src/status.js';
+import { counterValue } from '../../helpers/metrics.js';
 import { headValue, MemoryUpload, startRecordingRelay } from './recording-fixture.js';
 
 /** One client (masked) or server frame. */
@@ -27,18 +32,21 @@ function frame(opcode: number, payload: Buffer, fin = true, mask?: Buffer): Buff
   return Buffer.concat([Buffer.from([(fin ? 0x80 : 0) | opcode]), len, ...(mask ? [mask] : []), body]);
 }
 
-function collect(stream: Buffer, chunkSize: number): { messages: Array<[number, string]>; closes: number } {
+function collect(stream: Buffer, chunkSize: number, rules: WsReadingRules): { messages: Array<[number, string]>; closes: number } {
   const messages: Array<[number, string]> = [];
   let current: Buffer[] = [];
   let closes = 0;
-  const reader = new WsFrameReader({
-    data(op, piece, mask, offset, first, fin) {
-      if (first) current = [];
-      current.push(unmaskedCopy(piece, mask, offset));
-      if (fin) messages.push([op, Buffer.concat(current).toString()]);
+  const reader = new WsFrameReader(
+    {
+      data(op, piece, mask, offset, first, fin) {
+        if (first) current = [];
+        current.push(unmaskedCopy(piece, mask, offset));
+        if (fin) messages.push([op, Buffer.concat(current).toString()]);
+      },
+      close: () => closes++,
     },
-    close: () => closes++,
-  });
+    rules,
+  );
   for (let i = 0; i < stream.length; i += chunkSize) reader.push(stream.subarray(i, i + chunkSize));
   expect(reader.bytesToFrameEnd).toBe(0);
   return { messages, closes };
@@ -47,19 +55,23 @@ function collect(stream: Buffer, chunkSize: number): { messages: Array<[number, 
 describe('WsFrameReader', () => {
   const mask = Buffer.from([0x11, 0x22, 0x33, 0x44]);
   const big = Buffer.alloc(300, 'y');
-  const stream = Buffer.concat([
-    frame(2, Buffer.from('\x00hello'), true, mask),
-    frame(1, Buffer.from('frag-'), false, mask),
-    frame(9, Buffer.from('ping'), true, mask), // a control frame between fragments
-    frame(0, Buffer.from('ment'), true, mask),
-    frame(2, Buffer.alloc(0), true),
-    frame(2, big, true, mask),
-    frame(8, Buffer.from([0x03, 0xe8]), true),
-  ]);
+  const frames = (m: Buffer | undefined): Buffer =>
+    Buffer.concat([
+      frame(2, Buffer.from('\x00hello'), true, m),
+      frame(1, Buffer.from('frag-'), false, m),
+      frame(9, Buffer.from('ping'), true, m), // a control frame between fragments
+      frame(0, Buffer.from('ment'), true, m),
+      frame(2, Buffer.alloc(0), true, m),
+      frame(2, big, true, m),
+      frame(8, Buffer.from([0x03, 0xe8]), true, m),
+      frame(2, Buffer.from('after the close'), true, m),
+    ]);
+  const server = frames(undefined);
+  const client = frames(mask);
 
-  it.each([1, 2, 3, 5, 64, stream.length])('split every %i bytes: the same messages, the input unchanged', (size) => {
-    const before = Buffer.from(stream);
-    const { messages, closes } = collect(stream, size);
+  it.each([1, 2, 3, 5, 64, server.length])('rfc6455-client, split every %i bytes: messages across fragments, nothing after the close, the input unchanged', (size) => {
+    const before = Buffer.from(server);
+    const { messages, closes } = collect(server, size, 'rfc6455-client');
     expect(messages).toEqual([
       [2, '\x00hello'],
       [1, 'frag-ment'],
@@ -67,11 +79,25 @@ describe('WsFrameReader', () => {
       [2, big.toString()],
     ]);
     expect(closes).toBe(1);
-    expect(stream.equals(before)).toBe(true);
+    expect(server.equals(before)).toBe(true);
+  });
+
+  it.each([1, 2, 3, 5, 64, client.length])('x-net-websocket-server, split every %i bytes: every frame on its own, nothing after the close, the input unchanged', (size) => {
+    const before = Buffer.from(client);
+    const { messages, closes } = collect(client, size, 'x-net-websocket-server');
+    expect(messages).toEqual([
+      [2, '\x00hello'],
+      [1, 'frag-'],
+      [1, 'ment'], // a continuation: the last data opcode, as x/net reports it
+      [2, ''],
+      [2, big.toString()],
+    ]);
+    expect(closes).toBe(1);
+    expect(client.equals(before)).toBe(true);
   });
 
   it('bytesToFrameEnd: undefined mid-header, the payload left, 0 at a boundary', () => {
-    const reader = new WsFrameReader({ data: () => undefined, close: () => undefined });
+    const reader = new WsFrameReader({ data: () => undefined, close: () => undefined }, 'rfc6455-client');
     const f = frame(2, Buffer.from('abcdef'));
     reader.push(f.subarray(0, 1));
     expect(reader.bytesToFrameEnd).toBeUndefined();
@@ -81,26 +107,171 @@ describe('WsFrameReader', () => {
     expect(reader.bytesToFrameEnd).toBe(0);
   });
 
-  it('a reserved opcode is an error (and stays one)', () => {
-    const reader = new WsFrameReader({ data: () => undefined, close: () => undefined });
-    expect(() => reader.push(Buffer.from([0x83, 0x00]))).toThrow(/reserved opcode 3/);
-    expect(() => reader.push(Buffer.from([0x82, 0x00]))).toThrow(/reserved opcode 3/);
+  it('rfc6455-client: a reserved opcode is an error with ws\'s code (and stays one); x-net-websocket-server: data', () => {
+    const reader = new WsFrameReader({ data: () => undefined, close: () => undefined }, 'rfc6455-client');
+    expect(() => reader.push(Buffer.from([0x83, 0x00]))).toThrow(expect.objectContaining({ code: 'WS_ERR_INVALID_OPCODE', message: 'invalid opcode 3' }));
+    expect(() => reader.push(Buffer.from([0x82, 0x00]))).toThrow(/invalid opcode 3/);
+    expect(collect(frame(3, Buffer.from('x'), true, mask), 1, 'x-net-websocket-server').messages).toEqual([[3, 'x']]);
+  });
+
+  it('Base64Pieces: piece by piece, the bytes Node decodes from the whole text', () => {
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...'AQab09+/-_= \n!\u00e9'), { maxLength: 40 }), fc.array(fc.nat(40), { maxLength: 6 }), (chars, cuts) => {
+        const text = chars.join('');
+        const at = [...new Set(cuts.filter((c) => c < text.length))].sort((a, b) => a - b);
+        const pieces = [0, ...at].map((from, i) => text.slice(from, [...at, text.length][i]));
+        const d = new Base64Pieces();
+        const got = Buffer.concat(pieces.map((p, i) => d.push(p, i === pieces.length - 1)));
+        expect(got).toEqual(Buffer.from(text, 'base64'));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
 
-function recording(tty: boolean, record: 'output' | 'full' = 'output'): { rec: SessionRecording; upload: MemoryUpload } {
+function recording(tty: boolean, record: 'output' | 'full' = 'output', enforce = false): { rec: SessionRecording; upload: MemoryUpload; registry: Registry } {
   const upload = new MemoryUpload();
+  const registry = new Registry();
   const rec = new SessionRecording({
     identity: { sessionId: newRecordingId(), namespace: 'default', pod: 'demo', subresource: 'exec', command: ['sh'], tty, record },
-    enforce: false,
+    enforce,
     upload,
     sink: 'directory',
-    metrics: createRecordingMetrics(new Registry()),
+    metrics: createRecordingMetrics(registry),
     log: { warn: () => undefined },
     maxOutputBytes: 0,
   });
-  return { rec, upload };
+  return { rec, upload, registry };
 }
+
+const eventsOf = (upload: MemoryUpload, code: string): string => upload.parsed().events.filter((e) => e[1] === code).map((e) => e[2]).join('');
+const MASK = Buffer.from([0x0f, 0xf0, 0x55, 0xaa]);
+/** A raw frame head: first byte as given (FIN, RSV, opcode), then the length and mask. */
+function rawFrame(b0: number, payload: Buffer, mask?: Buffer): Buffer {
+  const f = frame(b0 & 0x0f, payload, (b0 & 0x80) !== 0, mask);
+  f[0] = b0;
+  return f;
+}
+
+describe('WebSocketTap reads client frames as the kubelet does (golang.org/x/net/websocket, wsstream)', () => {
+  it('a reserved opcode is read as data (x/net returns the frame as is): stdin and the output after it are recorded', async () => {
+    const { rec, upload } = recording(false, 'full', true);
+    const tap = new WebSocketTap(rec, { protocol: 'v4.channel.k8s.io', recordStdin: true });
+    tap.fromClient(rawFrame(0x83, Buffer.from('\x00id\n'), MASK));
+    tap.fromUpstream(frame(2, Buffer.from('\x01uid=0(root)\n')));
+    tap.close();
+    const s = await rec.whenFinished();
+    expect(tap.failure).toBeUndefined();
+    expect(eventsOf(upload, 'i')).toBe('id\n');
+    expect(eventsOf(upload, 'o')).toBe('uid=0(root)\r\n');
+    expect(s.result).toBe('complete');
+  });
+
+  it('each frame carries its own channel byte (x/net reads frames, not messages; FIN is ignored)', async () => {
+    const { rec, upload } = recording(false, 'full', true);
+    const tap = new WebSocketTap(rec, { protocol: 'v4.channel.k8s.io', recordStdin: true });
+    tap.fromClient(frame(2, Buffer.from('\x04{"Width":100,"Height":30}'), false, MASK));
+    tap.fromClient(frame(0, Buffer.from('\x00rm -rf /tmp/x\n'), true, MASK));
+    tap.fromClient(frame(0, Buffer.from('\x00more\n'), true, MASK)); // a continuation with no message
+    tap.close();
+    await rec.whenFinished();
+    expect(eventsOf(upload, 'i')).toBe('rm -rf /tmp/x\nmore\n');
+    expect(eventsOf(upload, 'r')).toBe('100x30');
+  });
+
+  it('base64: the channel digit of every frame, whatever its opcode; the payload decoded per frame', async () => {
+    const { rec, upload } = recording(false, 'full', true);
+    const tap = new WebSocketTap(rec, { protocol: 'v4.base64.channel.k8s.io', recordStdin: true });
+    tap.fromClient(frame(2, Buffer.from('0' + Buffer.from('ab').toString('base64')), false, MASK));
+    tap.fromClient(frame(0, Buffer.from('0' + Buffer.from('cd').toString('base64')), true, MASK));
+    tap.close();
+    await rec.whenFinished();
+    expect(eventsOf(upload, 'i')).toBe('abcd');
+  });
+
+  it('a 64-bit length with its top bit set is negative to x/net: an empty frame, the next frame follows at once', async () => {
+    const { rec, upload } = recording(false, 'full', true);
+    const tap = new WebSocketTap(rec, { protocol: 'v4.channel.k8s.io', recordStdin: true });
+    tap.fromClient(Buffer.from([0x82, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0, ...MASK]));
+    tap.fromClient(frame(2, Buffer.from('\x00next\n'), true, MASK));
+    tap.close();
+    const s = await rec.whenFinished();
+    expect(tap.failure).toBeUndefined();
+    expect(eventsOf(upload, 'i')).toBe('next\n');
+    expect(s.result).toBe('complete');
+  });
+
+  it.each([
+    ['a close frame', frame(8, Buffer.from([3, 0xe8]), true, MASK)],
+    ['a pong (x/net: not implemented, the read loop ends)', frame(10, Buffer.alloc(0), true, MASK)],
+    ['an unmasked frame', frame(2, Buffer.from('\x00x'), true)],
+    ['a frame over 32 MiB', Buffer.from([0x82, 0xff, 0, 0, 0, 0, 0x02, 0, 0, 1, ...MASK])],
+  ])('x/net stops reading at %s: nothing after it is stdin', async (_what, stop) => {
+    const { rec, upload } = recording(false, 'full', true);
+    const tap = new WebSocketTap(rec, { protocol: 'v4.channel.k8s.io', recordStdin: true });
+    tap.fromClient(frame(9, Buffer.alloc(200, 'p'), false, MASK)); // a long, unfinished ping: skipped
+    tap.fromClient(frame(2, Buffer.from('\x00before\n'), true, MASK));
+    tap.fromClient(stop);
+    tap.fromClient(frame(2, Buffer.from('\x00after\n'), true, MASK));
+    tap.close();
+    const s = await rec.whenFinished();
+    expect(eventsOf(upload, 'i')).toBe('before\n');
+    expect(s.result).toBe('complete');
+  });
+});
+
+describe('WebSocketTap reads server frames as a client does (RFC 6455, as ws and gorilla/websocket)', () => {
+  it.each([
+    ['a reserved opcode', rawFrame(0x83, Buffer.from('\x01x'))],
+    ['RSV1 without an extension', rawFrame(0xc2, Buffer.from('\x01x'))],
+    ['a masked server frame', frame(2, Buffer.from('\x01x'), true, MASK)],
+    ['a text message that is not UTF-8', frame(1, Buffer.from([1, 0xff, 0xfe]))],
+    ['a close frame with a 1-byte payload', frame(8, Buffer.from([3]))],
+    ['a close frame with an invalid code', frame(8, Buffer.from([0x03, 0xed]))],
+  ])('enforce, %s: fatal aborts with the Status, result terminated, the cast says why, metric', async (_what, bad) => {
+    const { rec, upload, registry } = recording(false, 'output', true);
+    const tap = new WebSocketTap(rec, { protocol: 'v4.channel.k8s.io', recordStdin: false });
+    tap.fromUpstream(frame(2, Buffer.from('\x01before\n')));
+    tap.fromUpstream(bad);
+    tap.fromUpstream(frame(2, Buffer.from('\x01after\n')));
+    expect(rec.fatal.aborted).toBe(true);
+    const reason = rec.fatal.reason as RecordingUnavailableError;
+    expect(reason.toStatus()).toMatchObject({ code: 503, message: 'session recording unavailable' });
+    // The upstream cannot be read past the bad frame: the Status goes out at once.
+    expect(tap.terminate(reason.toStatus()).cut(Buffer.alloc(0)).done).toBe(true);
+    tap.close();
+    const s = await rec.whenFinished();
+    expect(s.result).toBe('terminated');
+    expect(eventsOf(upload, 'o')).toBe('before\r\n');
+    expect(upload.parsed().events.map((e) => e[2])).toContainEqual(expect.stringMatching(/^recording stopped: the session's websocket stream could not be read/));
+    expect(counterValue(await registry.metrics(), 'kube_stream_proxy_session_recording_unreadable_streams_total', { protocol: 'websocket' })).toBe(1);
+  });
+
+  it('fail open: the marker, result incomplete, metric; the session goes on', async () => {
+    const { rec, upload, registry } = recording(false, 'output', false);
+    const tap = new WebSocketTap(rec, { protocol: 'v4.channel.k8s.io', recordStdin: false });
+    tap.fromUpstream(frame(2, Buffer.from('\x01before\n')));
+    tap.fromUpstream(rawFrame(0x8b, Buffer.from('\x01x')));
+    expect(rec.fatal.aborted).toBe(false);
+    tap.close();
+    const s = await rec.whenFinished();
+    expect(s.result).toBe('incomplete');
+    expect(upload.parsed().events.map((e) => e[2])).toContainEqual(expect.stringMatching(/^recording stopped: the session's websocket stream could not be read/));
+    expect(counterValue(await registry.metrics(), 'kube_stream_proxy_session_recording_unreadable_streams_total', { protocol: 'websocket' })).toBe(1);
+  });
+
+  it('after the server close frame the client reads nothing more: not recorded', async () => {
+    const { rec, upload } = recording(false, 'output', true);
+    const tap = new WebSocketTap(rec, { protocol: 'v4.channel.k8s.io', recordStdin: false });
+    tap.fromUpstream(frame(2, Buffer.from('\x01before\n')));
+    tap.fromUpstream(frame(8, Buffer.from([0x03, 0xe8])));
+    tap.fromUpstream(frame(2, Buffer.from('\x01after\n')));
+    tap.close();
+    const s = await rec.whenFinished();
+    expect(eventsOf(upload, 'o')).toBe('before\r\n');
+    expect(s.result).toBe('complete');
+  });
+});
 
 describe('WebSocketTap (unit)', () => {
   it('v4 base64: channel digits, base64 split across frames, stdin only with full, resize, the Status', async () => {
@@ -139,7 +310,7 @@ describe('WebSocketTap (unit)', () => {
     const { forward, done } = plan.cut(next);
     expect(done).toBe(true);
     expect(forward.equals(f.subarray(50))).toBe(true);
-    const msgs = collect(plan.bytes, plan.bytes.length).messages;
+    const msgs = collect(plan.bytes, plan.bytes.length, 'rfc6455-client').messages;
     expect(msgs).toHaveLength(1);
     expect(msgs[0]![1].charCodeAt(0)).toBe(3);
     expect(JSON.parse(msgs[0]![1].slice(1))).toMatchObject({ status: 'Failure', code: 503, message: 'session recording unavailable' });
