@@ -173,6 +173,22 @@ export const CPU_RELAYS: CpuRelay[] = [
   { key: 'bare', name: 'bare Node relay (net + pipe())', env: SPDY_ALL, node: true, start: (ctx) => startBareRelay(ctx.upstream, ctx.node) },
 ];
 
+/** The proxy's own relays, which `--cpu --base DIR` also runs from another build. */
+const PROXY_RELAY_KEYS: ReadonlySet<string> = new Set(['passthrough', 'passthrough-js', 'translation', 'tunnel', 'agent', 'agent-spdy']);
+
+/**
+ * The proxy's relays among `relays` once more, started from the build in `baseDir` (its
+ * `bin/kube-stream-proxy.js` and `dist/`), keyed `KEY@base`: the same-run before/after of a change,
+ * interleaved round by round with this tree's rows, so machine load hits both alike.
+ */
+export function baseRelays(relays: readonly CpuRelay[], baseDir: string): CpuRelay[] {
+  const cli = join(baseDir, 'bin', 'kube-stream-proxy.js');
+  if (!existsSync(cli)) throw new Error(`--base: no ${cli} (a built checkout: npm ci && npm run build there)`);
+  return relays
+    .filter((r) => PROXY_RELAY_KEYS.has(r.key))
+    .map((r) => ({ ...r, key: `${r.key}@base`, name: `${r.name} [base]`, start: (ctx: RelayStartContext) => r.start({ ...ctx, node: { ...ctx.node, cli } }) }));
+}
+
 /** The relay the proxy's CPU targets are relative to. */
 export const BARE_RELAY_KEY = 'bare';
 

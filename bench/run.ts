@@ -37,6 +37,9 @@
  *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,translation-nofloor,
  *             translation-cli-floor,agent,agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
+ *     --base DIR  with --cpu: the proxy's rows (passthrough, passthrough-js, translation, tunnel, agent,
+ *             agent-spdy among --paths) once more from the built checkout DIR, keyed KEY@base and
+ *             interleaved round by round with this tree's: the same-run before/after of a change
  *   --auth    run the authentication benchmark (bench/auth.ts: proxy CPU per request for a TokenReview cache
  *             hit, a cached JWT, uncached ES256 and RS256 JWTs, beside the unauthenticated passthrough; the
  *             added p99 of a JWT-authenticated exec against a TokenReview one; with --quick 300 requests,
@@ -78,7 +81,7 @@ import { AUTH_FULL, AUTH_QUICK, authTextTables, runAuthBenchmarks, runAuthCallgr
 import { FLOOD_MODES, floodTextTable, runFloodBenchmarks } from './flood.js';
 import { protocolErrorTextTable, runProtocolErrorBenchmark } from './protocol-errors.js';
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
-import { CPU_FULL, CPU_QUICK, CPU_RELAYS, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
+import { CPU_FULL, CPU_QUICK, CPU_RELAYS, baseRelays, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
 import { RECORDING_CPU_FULL, RECORDING_CPU_QUICK, recordingCpuTextTable, runRecordingCpu } from './recording-cpu.js';
 import { machineInfo } from './machine.js';
@@ -320,7 +323,7 @@ async function recordingBench(quick: boolean | undefined, runsText: string | und
 
 /** The `--cpu` benchmark (also the last part of the full run). */
 async function cpuBench(
-  values: { quick?: boolean; write?: boolean; callgrind?: boolean; 'cpu-prof'?: string },
+  values: { quick?: boolean; write?: boolean; callgrind?: boolean; 'cpu-prof'?: string; base?: string },
   pathKeys: string[] | undefined,
   install: boolean,
   runsText: string | undefined,
@@ -332,7 +335,9 @@ async function cpuBench(
   const bytes = bytesText ? positiveInt('--bytes', bytesText) : preset.bytes;
   const unknown = (pathKeys ?? []).filter((k) => !CPU_RELAYS.some((r) => r.key === k));
   if (unknown.length > 0) throw new Error(`--cpu --paths: unknown relay(s) ${unknown.join(', ')}; known: ${CPU_RELAYS.map((r) => r.key).join(', ')}`);
-  const relays = pathKeys ? CPU_RELAYS.filter((r) => pathKeys.includes(r.key)) : CPU_RELAYS;
+  const chosen = pathKeys ? CPU_RELAYS.filter((r) => pathKeys.includes(r.key)) : CPU_RELAYS;
+  // --base DIR: the proxy's rows once more from another build, interleaved with this tree's.
+  const relays = values.base ? [...chosen, ...baseRelays(chosen, resolve(values.base))] : chosen;
   const measurements = onlyText?.split(',').map((m) => m.trim()) as CpuMeasurement[] | undefined;
   const machine = machineInfo();
   const load = loadavg().map((l) => l.toFixed(2)).join(', ');

@@ -35,6 +35,8 @@ export interface ServerOptions {
    * the first process's; its tree's CPU (bench/proc-cpu.ts) includes the child's.
    */
   cliHeapFloor?: boolean;
+  /** Another build's `bin/kube-stream-proxy.js` (a base tree for a same-run before/after, `--cpu --base`). */
+  cli?: string;
 }
 
 /**
@@ -58,7 +60,7 @@ function cliPath(): string {
  * matching `ready` (e.g. "dev cluster listening on http://127.0.0.1:NNNN").
  */
 export function startCli(args: string[], ready: RegExp, timeoutMs = SERVER_START_TIMEOUT_MS, options: ServerOptions = {}): Promise<ServerProcess> {
-  return startNodeScript(cliPath(), args, ready, timeoutMs, withHeapFloor(args[0], options));
+  return startNodeScript(options.cli ?? cliPath(), args, ready, timeoutMs, withHeapFloor(args[0], options));
 }
 
 /**
