@@ -12,13 +12,17 @@ import { DEMO_MAX_CLUSTERS, parseDemoClusters, runDemo, type DemoOptions } from 
 
 export const DEMO_USAGE = `kube-stream-proxy demo: the dev cluster and the proxy in front of it, on loopback.
 
-Starts the embedded dev cluster (a SPDY-only kubelet look-alike), starts the proxy with the dev
-cluster as its upstream, writes a kubeconfig that points kubectl at the PROXY, and prints a line to try.
+Starts the embedded dev cluster (kube-apiserver and kubelet 1.36 look-alikes: the kubelet serves
+WebSocket exec/attach and the port-forward tunnel itself and declares ExtendWebSocketsToKubelet),
+starts the proxy with the dev cluster as its upstream, writes a kubeconfig that points kubectl at the
+PROXY, and prints the lines to try (how to see which way a session went among them).
 
-With --clusters N: N dev clusters behind agents instead (docs/agent.md). Cluster "one" has the pods
-demo and alpha, "two" demo and beta, and so on; each gets an agent (in this process) that dials the
-proxy's agent listener with its own token, and the kubeconfig gets one context per cluster
-(server: <proxy>/clusters/NAME; the first is current). No direct upstream and no dev-metrics then.
+With --clusters N: N dev clusters behind agents instead (docs/agent.md), modern and older in turn:
+"one-modern" (kubelet 1.36: its apiserver passes WebSockets to it) has the pods demo and alpha,
+"two-older" (kubelet 1.35: its apiserver translates WebSockets to SPDY) demo and beta, and so on; each
+gets an agent (in this process) that dials the proxy's agent listener with its own token, and the
+kubeconfig gets one context per cluster (server: <proxy>/clusters/NAME; the first is current). No
+direct upstream and no dev-metrics then.
 
 With --oidc: single sign-on. A real OpenID Provider (npm oidc-provider) on loopback with a demo user
 and a sign-in page; the proxy in --authn impersonate over HTTPS with an AuthenticationConfiguration for

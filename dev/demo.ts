@@ -2,12 +2,16 @@
  * `kube-stream-proxy demo` (what `npm start` runs): dev clusters and the proxy on loopback, and a
  * kubeconfig pointing kubectl at the proxy.
  *
- * - Default: one dev cluster as the proxy's `--upstream`, the aggregated dev-metrics
- *   (`demo-metrics.ts`), one context.
- * - `clusters: N`: N dev clusters behind agents (docs/agent.md) — cluster `one` with pods `demo` and
- *   `alpha`, `two` with `demo` and `beta`, … — one in-process {@link TunnelAgent} each, dialing the
- *   proxy's `--agent-listen` (loopback) with its token from the proxy's `--agent-token-file`, and
- *   one context per cluster (`server: <proxy>/clusters/NAME`). No direct upstream, no dev-metrics.
+ * - Default: one dev cluster as the proxy's `--upstream` (a modern one: kube-apiserver and kubelet
+ *   1.36, the kubelet serving WebSockets itself), the aggregated dev-metrics (`demo-metrics.ts`), one
+ *   context.
+ * - `clusters: N`: N dev clusters behind agents (docs/agent.md), modern and older in turn so both ways
+ *   of WebSocket streaming are one command away — `one-modern` (kubelet 1.36, declares
+ *   `ExtendWebSocketsToKubelet`: its apiserver passes WebSockets to it) with pods `demo` and `alpha`,
+ *   `two-older` (kubelet 1.35: its apiserver translates them) with `demo` and `beta`, … — one
+ *   in-process {@link TunnelAgent} each, dialing the proxy's `--agent-listen` (loopback) with its token
+ *   from the proxy's `--agent-token-file`, and one context per cluster (`server:
+ *   <proxy>/clusters/NAME`). No direct upstream, no dev-metrics.
  *
  * - `oidc`: either of those with single sign-on (`demo-oidc.ts`): a real OpenID Provider, the proxy
  *   in `--authn impersonate` over HTTPS with an AuthenticationConfiguration for it, the dev clusters
@@ -21,6 +25,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { resolveConfig } from '../src/config.js';
 import { METRICS_SERVICE, startDemoMetrics } from './demo-metrics.js';
+import { gitVersion, kubeletServesWebSockets } from './cluster/cluster-versions.js';
 import { startDevCluster, type DevCluster } from './cluster/dev-cluster.js';
 import { ConfigError } from '../src/errors.js';
 import { writeKubeconfig } from './kubeconfig.js';
@@ -41,6 +46,9 @@ export const DEMO_MAX_CLUSTERS = 16;
 export const DEMO_AGENT_CONNECT_TIMEOUT_MS = 20_000;
 
 const CLUSTER_NAMES = ['one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'];
+
+/** The kubelet version of a multi-cluster demo's older clusters (the even-numbered ones). */
+export const DEMO_OLDER_KUBELET_VERSION = '1.35';
 const POD_NAMES = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa'];
 
 /** What `demo` is asked for (flags already parsed; files and ports not yet touched). */
@@ -69,6 +77,8 @@ export interface DemoCluster {
   name: string;
   /** The pod only this cluster has (besides `demo`, which every dev cluster has). */
   pod: string;
+  /** `modern`: kubelet 1.36, WebSockets passed to it; `older`: kubelet 1.35, WebSockets translated by its apiserver. */
+  kubelet: DemoKubelet;
   devCluster: DevCluster;
   agent: TunnelAgent;
 }
@@ -87,9 +97,23 @@ export interface RunningDemo {
   shutdown(): Promise<void>;
 }
 
-/** Cluster `i` (0-based) of a multi-cluster demo: its name and its own pod. */
-export function demoClusterName(i: number): { name: string; pod: string } {
-  return { name: CLUSTER_NAMES[i] ?? `cluster-${i + 1}`, pod: POD_NAMES[i] ?? `pod-${i + 1}` };
+/** The two kinds of dev cluster a multi-cluster demo alternates. */
+export type DemoKubelet = 'modern' | 'older';
+
+/**
+ * Cluster `i` (0-based) of a multi-cluster demo: its name (which says its kubelet: `one-modern`,
+ * `two-older`, `three-modern`, …), its own pod and its kubelet.
+ */
+export function demoClusterName(i: number): { name: string; pod: string; kubelet: DemoKubelet } {
+  const kubelet: DemoKubelet = i % 2 === 0 ? 'modern' : 'older';
+  return { name: `${CLUSTER_NAMES[i] ?? `cluster-${i + 1}`}-${kubelet}`, pod: POD_NAMES[i] ?? `pod-${i + 1}`, kubelet };
+}
+
+/** What a dev cluster's line in the banner says about its kubelet and the way WebSockets go. */
+function kubeletNote(cluster: DevCluster): string {
+  return kubeletServesWebSockets(cluster.versions.kubelet)
+    ? `kubelet ${gitVersion(cluster.versions.kubelet)} declares ExtendWebSocketsToKubelet: its apiserver passes WebSockets to it`
+    : `kubelet ${gitVersion(cluster.versions.kubelet)} declares nothing: its apiserver translates WebSockets to SPDY`;
 }
 
 /** Start the demo. Throws ConfigError for bad flags (nothing is left running then). */
@@ -171,13 +195,15 @@ async function runSingleClusterDemo(o: DemoOptions, oidc?: DemoOidc): Promise<Ru
     kubeconfig: o.kubeconfig,
     clusters: [],
     banner:
-      `dev cluster listening on ${cluster.url} (it runs local commands; loopback only)\n` +
+      `dev cluster listening on ${cluster.url}; ${kubeletNote(cluster)} (it runs local commands; loopback only)\n` +
       `dev-metrics (metrics.k8s.io, aggregated) listening on ${dm.url}\n` +
       `kube-stream-proxy listening on ${proxy.url}, upstream ${cluster.url}\n` +
       `kubeconfig written to ${o.kubeconfig}\n` +
       `session recordings of pod demo in ${recording.sessionRecordingDir}\n` +
       `try:\n  KUBECONFIG=${o.kubeconfig} kubectl exec -it demo -- sh\n` +
-      `  node bin/kube-stream-proxy.js sessions list --dir ${recording.sessionRecordingDir}\n`,
+      `  node bin/kube-stream-proxy.js sessions list --dir ${recording.sessionRecordingDir}\n` +
+      `  KUBECONFIG=${o.kubeconfig} kubectl get --raw /metrics | grep websocket_streaming   # which way the proxy sent each WebSocket session\n` +
+      `  KUBECONFIG=${o.kubeconfig} kubectl get --raw /api/v1/nodes/dev-node/proxy/metrics | grep websocket_streaming   # the sessions the dev kubelet served over WebSockets itself\n`,
     shutdown: async () => {
       await proxy.shutdown(graceMs);
       await dm.close();
@@ -218,7 +244,8 @@ async function runMultiClusterDemo(o: DemoOptions, n: number, oidc?: DemoOidc): 
   let graceMs = 0;
   try {
     for (const [i, c] of names.entries()) {
-      devClusters.push(await startDevCluster({ host, port: port === 0 ? 0 : port + i, pods: [c.pod], ...oidc?.clusterSecurity() }));
+      const kubelet = c.kubelet === 'older' ? { kubeletVersion: DEMO_OLDER_KUBELET_VERSION } : {};
+      devClusters.push(await startDevCluster({ host, port: port === 0 ? 0 : port + i, pods: [c.pod], ...kubelet, ...oidc?.clusterSecurity() }));
     }
     const config = await resolveConfig({
       listen: o.listen,
@@ -268,14 +295,20 @@ async function runMultiClusterDemo(o: DemoOptions, n: number, oidc?: DemoOidc): 
     clusters,
     banner:
       clusters
-        .map((c) => `dev cluster "${c.name}" listening on ${c.devCluster.url}, pods demo and ${c.pod}, agent connected (it runs local commands; loopback only)\n`)
+        .map((c) => `dev cluster "${c.name}" listening on ${c.devCluster.url}, pods demo and ${c.pod}, agent connected; ${kubeletNote(c.devCluster)} (it runs local commands; loopback only)\n`)
         .join('') +
       `kube-stream-proxy listening on ${server.url}, agents on ${server.agentUrl}, clusters ${names.map((c) => c.name).join(', ')}\n` +
       `kubeconfig written to ${o.kubeconfig}\n` +
       `contexts: ${names.map((c) => `${c.name} (server ${server.url}/clusters/${c.name})`).join(', ')}; current: ${first.name}\n` +
       `try:\n` +
       `  KUBECONFIG=${o.kubeconfig} kubectl --context ${first.name} exec -it ${first.pod} -- sh\n` +
-      `  KUBECONFIG=${o.kubeconfig} kubectl --context ${last.name} get pods\n`,
+      `  KUBECONFIG=${o.kubeconfig} kubectl --context ${last.name} get pods\n` +
+      `  KUBECONFIG=${o.kubeconfig} kubectl get --raw /metrics | grep websocket_streaming   # which way the proxy sent each WebSocket session\n` +
+      // `get --raw` ignores the server's path, so the cluster's prefix is written out.
+      clusters
+        .slice(0, 2)
+        .map((c) => `  KUBECONFIG=${o.kubeconfig} kubectl get --raw /clusters/${c.name}/api/v1/nodes/dev-node/proxy/metrics | grep websocket_streaming   # the sessions ${c.name}'s kubelet served over WebSockets itself\n`)
+        .join(''),
     shutdown: () => closeAll(graceMs),
   };
 }

@@ -8,15 +8,22 @@ import { parseArgs } from 'node:util';
 import { parseHostPort } from '../../src/listen-address.js';
 import { installShutdown } from '../../src/process-shutdown.js';
 import { writeKubeconfig } from '../kubeconfig.js';
+import { clusterVersions, gitVersion, kubeletServesWebSockets } from './cluster-versions.js';
 import { startDevCluster, type DevClusterOptions } from './dev-cluster.js';
 
 export const DEV_CLUSTER_USAGE = `kube-stream-proxy dev-cluster: an embedded development cluster for tests and demos.
 
 It answers like a small real cluster (discovery, namespaces, pods, node dev-node, services,
 endpointslices, events, auth can-i; Table output for kubectl get; logs -f) and serves pods/exec,
-pods/attach and pods/portforward exactly as a kubelet behind a pre-1.30 kube-apiserver does:
-SPDY/3.1 (v4, v3, v2, channel.k8s.io) and WebSocket (channel.k8s.io, base64.channel.k8s.io,
-v4.channel.k8s.io, v4.base64.channel.k8s.io), no v5.
+pods/attach and pods/portforward as kube-apiserver and a kubelet of the versions it plays do (default
+1.36 for both): SPDY/3.1 (v4, v3, v2, channel.k8s.io) and WebSocket (channel.k8s.io,
+base64.channel.k8s.io, v4.channel.k8s.io, v4.base64.channel.k8s.io) everywhere; WebSocket
+v5.channel.k8s.io and the port-forward tunnel SPDY/3.1+portforward.k8s.io served by a 1.36 kubelet
+itself (its node declares ExtendWebSocketsToKubelet, the apiserver passes them through) or translated
+by the apiserver for an older kubelet (1.30-1.35 apiserver behaviour). GET /metrics shows which way:
+apiserver_websocket_streaming_requests_total{subresource,proxy_type}; the kubelet's
+kubelet_websocket_streaming_requests_total{subresource} is on its /metrics and at
+/api/v1/nodes/dev-node/proxy/metrics.
 
 WARNING: exec and attach run REAL LOCAL PROCESSES as the current user (each pod's working directory
 is its own folder), and port-forward connects to 127.0.0.1:<port> on this host. It listens on loopback
@@ -42,6 +49,18 @@ Flags:
   --kubelet-tls-cert-file PATH          PEM serving certificate of the kubelet listener.
   --kubelet-tls-private-key-file PATH   PEM key of --kubelet-tls-cert-file.
   --kubelet-client-ca-file PATH         PEM CA: the kubelet listener only accepts client certificates it issued.
+  --apiserver-version VERSION           The kube-apiserver version played, 1.20 to 1.38 (default 1.36). Pod
+                                        streaming WebSockets: up to 1.29 passed to the kubelet, 1.30 v5 translated
+                                        here, 1.31-1.35 the port-forward tunnel too, from 1.36 passed to a kubelet
+                                        that declares ExtendWebSocketsToKubelet (else as 1.35). Also GET /version.
+  --kubelet-version VERSION             The kubelet version played (default: the apiserver's; never newer). From
+                                        1.36 it serves WebSocket v5 and the tunnel itself and its node declares
+                                        ExtendWebSocketsToKubelet; older (e.g. 1.35) speaks SPDY and WebSocket
+                                        v1-v4 only and refuses v5 as a 1.35 kubelet does (403, empty body).
+  --refuse-websocket-streaming          Answer WebSocket v5 and tunnel upgrades to pods with 403 and an empty body,
+                                        before any 101 (as OpenShift does); SPDY and WebSocket v1-v4 still work.
+  --refuse-spdy-streaming               Answer SPDY/3.1 upgrades to pods with 403 and text (a WebSocket-only
+                                        gateway); WebSockets still work.
   -h, --help                            Show this help.
 `;
 
@@ -70,6 +89,10 @@ export function parseDevClusterArgs(argv: string[]): DevClusterArgs {
       'kubelet-tls-cert-file': { type: 'string' },
       'kubelet-tls-private-key-file': { type: 'string' },
       'kubelet-client-ca-file': { type: 'string' },
+      'apiserver-version': { type: 'string' },
+      'kubelet-version': { type: 'string' },
+      'refuse-websocket-streaming': { type: 'boolean', default: false },
+      'refuse-spdy-streaming': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -77,6 +100,12 @@ export function parseDevClusterArgs(argv: string[]): DevClusterArgs {
   if (values.help) return { help: true };
   const { host, port } = parseHostPort(values.listen);
   const options: DevClusterOptions = { host, port, pods: values.pod, dataDir: values['data-dir'] };
+  if (values['apiserver-version'] !== undefined) options.apiserverVersion = values['apiserver-version'];
+  if (values['kubelet-version'] !== undefined) options.kubeletVersion = values['kubelet-version'];
+  // Checked here, so a bad version is a flag error (exit 2) naming the flag.
+  clusterVersions(options.apiserverVersion, options.kubeletVersion, { apiserver: '--apiserver-version', kubelet: '--kubelet-version' });
+  if (values['refuse-websocket-streaming']) options.refuseWebSocketStreaming = true;
+  if (values['refuse-spdy-streaming']) options.refuseSpdyStreaming = true;
 
   const certFile = values['tls-cert-file'];
   const keyFile = values['tls-private-key-file'];
@@ -133,7 +162,9 @@ export async function devClusterCommand(argv: string[]): Promise<number | void> 
       caPem: args.options.tls?.cert.toString('utf8'),
     });
   }
-  process.stdout.write(`dev cluster listening on ${cluster.url} (runs local commands)\n`);
+  const { apiserver, kubelet } = cluster.versions;
+  const streaming = kubeletServesWebSockets(kubelet) ? 'declares ExtendWebSocketsToKubelet' : 'SPDY and WebSocket v1-v4 only';
+  process.stdout.write(`dev cluster listening on ${cluster.url} (runs local commands; kube-apiserver ${gitVersion(apiserver)}, kubelet ${gitVersion(kubelet)}: ${streaming})\n`);
   if (cluster.kubeletUrl) process.stdout.write(`dev cluster kubelet listening on ${cluster.kubeletUrl} (client certificates required)\n`);
   installShutdown(() => cluster.close());
 }

@@ -14,7 +14,7 @@ import {
   apiGroupList,
   apiVersions,
   coreV1Resources,
-  DEV_CLUSTER_VERSION,
+  devClusterVersion,
   groupResources,
   servedGroups,
   type NamedGroup,
@@ -60,6 +60,8 @@ export interface CoreApiDeps {
   authorizer: Authorizer;
   /** Serve authentication.k8s.io, TokenReview and SubjectAccessReview (token authentication is on). */
   reviews?: ReviewDeps;
+  /** The kube-apiserver minor version played (`/version`). */
+  apiserverMinor: number;
 }
 
 /**
@@ -91,7 +93,7 @@ async function handle(deps: CoreApiDeps, req: IncomingMessage, res: ServerRespon
 
   switch (path) {
     case '/version':
-      return getOnly(() => DEV_CLUSTER_VERSION);
+      return getOnly(() => devClusterVersion(deps.apiserverMinor));
     case '/api':
       return getOnly(() => apiVersions(deps.serverAddress()));
     case '/apis':

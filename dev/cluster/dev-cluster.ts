@@ -1,9 +1,14 @@
 /**
  * The embedded development cluster: one HTTP (or HTTPS) server that answers what kubectl needs of a
  * kube-apiserver (legacy discovery, namespaces, pods with watch, the node, services, endpointslices,
- * events, self reviews, Table printing) and serves pods/exec,
- * pods/attach and pods/portforward as a pre-1.30 kubelet does (SPDY/3.1 and the legacy WebSocket
- * protocols, no v5). Pods run REAL local processes, each in its own working directory.
+ * events, self reviews, Table printing) and serves pods/exec, pods/attach and pods/portforward as
+ * kube-apiserver and its kubelet of the versions it plays do (`cluster-versions.ts`; default 1.36 for
+ * both): a 1.36 kubelet serves WebSocket v5 and the port-forward tunnel itself and declares
+ * `ExtendWebSocketsToKubelet`, and the apiserver passes WebSockets to it; an older kubelet speaks
+ * SPDY/3.1 and the legacy WebSocket protocols only, and the apiserver translates for it
+ * (`apiserver-streaming.ts`). Behind the kubelet a runtime streaming server speaks SPDY
+ * (`runtime-streaming-server.ts`). Pods run REAL local processes, each in its own working directory.
+ * `/metrics` (API) and the kubelet's `/metrics` tell which way each WebSocket session went.
  *
  * Optionally, for security tests: static token authentication, a policy-file authorizer,
  * impersonation, TokenReview/SubjectAccessReview, and a separate mTLS kubelet listener. Without
@@ -20,10 +25,11 @@ import { WebSocketServer } from 'ws';
 import { writeRawStatus } from '../../src/wire/http-response.js';
 import { AccessControl, type AccessDecision } from './access-control.js';
 import { DevClusterRuntime } from './cluster-runtime.js';
+import { clusterVersions, declaredFeatures, gitVersion, kubeletServesWebSockets, type ClusterVersions } from './cluster-versions.js';
 import { createCoreApiHandler } from './core-api.js';
 import { createObjectResources, type DevClusterServiceSeed } from './cluster-objects.js';
 import { kubernetesServiceSeed } from './services.js';
-import { sendStatus } from './http-json.js';
+import { sendMetricsText, sendStatus } from './http-json.js';
 import { startKubeletServer, type KubeletServer } from './kubelet-server.js';
 import { createNodeProxyHandler } from './node-proxy.js';
 import { NODE_NAME, type NodeInfo } from './nodes.js';
@@ -31,7 +37,11 @@ import { ALWAYS_ALLOW, PolicyAuthorizer } from './policy.js';
 import { PodRegistry } from './pod-registry.js';
 import { RequestLog, type RecordedRequest } from './request-log.js';
 import { ResourceMetricsCollector } from './resource-metrics.js';
+import { KubeletStreams } from './kubelet-streams.js';
+import { RuntimeStreamingServer } from './runtime-streaming-server.js';
+import { RuntimeTranslation } from './runtime-translation.js';
 import { createUpgradeHandler } from './stream-routes.js';
+import { ApiserverStreamingMetrics, KubeletStreamingMetrics } from './streaming-metrics.js';
 import { StaticTokenAuthenticator } from './token-auth.js';
 import { chosenProtocols } from './ws-subprotocol.js';
 
@@ -85,6 +95,28 @@ export interface DevClusterOptions {
   kubelet?: DevClusterKubeletOptions;
   /** Called for every request on arrival (API and kubelet, upgrades included). */
   onRequest?: (request: RecordedRequest) => void;
+  /**
+   * The kube-apiserver version played, `1.N` (`v1.N.P` too; 1.20–1.38, default 1.36): how pod
+   * streaming WebSockets are routed (`apiserver-streaming.ts`: ≤ 1.29 none translated, 1.30 v5, ≥ 1.31
+   * the tunnel too, ≥ 1.36 passed to a node that declares `ExtendWebSocketsToKubelet`) and `/version`.
+   */
+  apiserverVersion?: string;
+  /**
+   * The kubelet version played (default: the apiserver's; not newer than it). ≥ 1.36 ("modern"): it
+   * serves v5 exec/attach and the tunnel itself and its Node declares `ExtendWebSocketsToKubelet`; older:
+   * SPDY and the legacy WebSocket protocols only. Also the Node's `nodeInfo.kubeletVersion`.
+   */
+  kubeletVersion?: string;
+  /** Answer WebSocket v5 and tunnel upgrades to pods 403 with a Status before any 101 (OpenShift-like). */
+  refuseWebSocketStreaming?: boolean;
+  /** Answer SPDY/3.1 upgrades to pods 403 with a Status (a WebSocket-only gateway). */
+  refuseSpdyStreaming?: boolean;
+}
+
+/** The streaming counters of a dev cluster (also on `/metrics` of the API and of the kubelet). */
+export interface DevClusterMetrics {
+  apiserver: ApiserverStreamingMetrics;
+  kubelet: KubeletStreamingMetrics;
 }
 
 /** A running dev cluster. */
@@ -106,6 +138,10 @@ export interface DevCluster {
   pods: PodRegistry;
   /** Close-tracking shared with the streaming handlers. */
   runtime: DevClusterRuntime;
+  /** The apiserver and kubelet versions played (minor numbers of 1.x). */
+  versions: ClusterVersions;
+  /** The streaming counters. */
+  metrics: DevClusterMetrics;
   /** Kill all processes, close all sockets and the server; resolves when everything is gone. */
   close(): Promise<void>;
 }
@@ -123,6 +159,7 @@ function addressFor(host: string): string {
 /** Start a dev cluster; resolves once it (and its kubelet listener) listens. */
 export async function startDevCluster(options: DevClusterOptions = {}): Promise<DevCluster> {
   const host = options.host ?? '127.0.0.1';
+  const versions = clusterVersions(options.apiserverVersion, options.kubeletVersion);
   if (options.authorizationPolicyFile !== undefined && options.tokenAuthFile === undefined) {
     throw new Error('dev cluster: authorizationPolicyFile needs tokenAuthFile (there is no user to authorize)');
   }
@@ -151,6 +188,8 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     name: NODE_NAME,
     internalIP: addressFor(options.kubelet?.host ?? host),
     kubeletPort: kubelet?.port ?? 0,
+    kubeletVersion: gitVersion(versions.kubelet),
+    declaredFeatures: declaredFeatures(versions.kubelet),
   });
   const coreApi = createCoreApiHandler({
     registry,
@@ -159,9 +198,31 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     objects: objects.resources,
     authorizer,
     reviews: authenticator ? { authenticator, authorizer } : undefined,
+    apiserverMinor: versions.apiserver,
   });
-  const nodeProxy = createNodeProxyHandler({ node, collector: new ResourceMetricsCollector(registry) });
-  const upgradeHandler = createUpgradeHandler({ registry, cluster: runtime, wss });
+  const metrics: DevClusterMetrics = { apiserver: new ApiserverStreamingMetrics(), kubelet: new KubeletStreamingMetrics() };
+  const nodeProxy = createNodeProxyHandler({ node, collector: new ResourceMetricsCollector(registry), kubeletMetrics: () => metrics.kubelet.exposition() });
+  // The runtime's streaming server listens first: both translators dial it.
+  const streaming = await RuntimeStreamingServer.start(runtime, wss);
+  const kubeletStreams = new KubeletStreams({
+    servesWebSockets: kubeletServesWebSockets(versions.kubelet),
+    wss,
+    translation: new RuntimeTranslation(streaming, runtime),
+    metrics: metrics.kubelet,
+    cluster: runtime,
+  });
+  const upgradeHandler = createUpgradeHandler({
+    registry,
+    cluster: runtime,
+    kubelet: kubeletStreams,
+    declaredFeatures: () => node().declaredFeatures,
+    policy: { apiserverMinor: versions.apiserver, refuseWebSocketStreaming: options.refuseWebSocketStreaming, refuseSpdyStreaming: options.refuseSpdyStreaming },
+    translation: new RuntimeTranslation(streaming, runtime, {
+      translator: (code) => metrics.apiserver.incStreamTranslatorRequest(code),
+      tunnel: (code) => metrics.apiserver.incStreamTunnelRequest(code),
+    }),
+    metrics: metrics.apiserver,
+  });
   /** Authenticate and authorize (when on), noting the effective user on the log entry. */
   const admit = (entry: RecordedRequest, req: IncomingMessage): AccessDecision | undefined => {
     if (!access) return undefined;
@@ -176,6 +237,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     const decision = admit(log.record('api', req, false), req);
     if (decision && !decision.ok) return sendStatus(res, decision.status);
     if (nodeProxy(req, res)) return;
+    if (new URL(req.url ?? '/', 'http://dev-cluster').pathname === '/metrics') return sendMetricsText(req, res, () => metrics.apiserver.exposition());
     coreApi(req, res, decision?.user);
   };
   const server: Server = options.tls
@@ -210,12 +272,14 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
         tls: { ...options.kubelet.tls, clientCa: options.kubelet.clientCa },
         registry,
         cluster: runtime,
-        wss,
+        streams: kubeletStreams,
+        metrics: metrics.kubelet,
         log,
       });
     }
   } catch (err) {
     if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+    await streaming.close();
     await registry.stopAll();
     if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
     throw err;
@@ -233,7 +297,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
       const serversClosed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
       for (const s of servers) s.closeAllConnections();
       await Promise.all([registry.stopAll(), runtime.shutdown()]);
-      await Promise.all(serversClosed);
+      await Promise.all([...serversClosed, streaming.close()]);
       if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
     })();
     return closing;
@@ -249,6 +313,9 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     dataDir,
     pods: registry,
     runtime,
+    versions,
+    metrics,
     close,
   };
 }
+

@@ -3,19 +3,22 @@
  * `/api/v1`. They are always plain `application/json`, whatever the Accept header asks for; kubectl
  * then falls back from aggregated discovery by itself.
  */
+import { gitVersion } from './cluster-versions.js';
 
-/** The Kubernetes version the dev cluster claims (the apiserver in front of a pre-1.30 kubelet). */
-export const DEV_CLUSTER_VERSION = {
-  major: '1',
-  minor: '28',
-  gitVersion: 'v1.28.0',
-  gitCommit: '855e7c48de7388eb330da0f8d9d2394ee818fb8d',
-  gitTreeState: 'clean',
-  buildDate: '2023-08-15T10:20:15Z',
-  goVersion: 'go1.20.7',
-  compiler: 'gc',
-  platform: 'linux/amd64',
-};
+/** `GET /version` of a dev cluster playing kube-apiserver 1.`minor` (`--apiserver-version`). */
+export function devClusterVersion(minor: number): Record<string, string> {
+  return {
+    major: '1',
+    minor: String(minor),
+    gitVersion: gitVersion(minor),
+    gitCommit: '855e7c48de7388eb330da0f8d9d2394ee818fb8d',
+    gitTreeState: 'clean',
+    buildDate: '2023-08-15T10:20:15Z',
+    goVersion: 'go1.20.7',
+    compiler: 'gc',
+    platform: 'linux/amd64',
+  };
+}
 
 /** `GET /api`: the core group's versions. */
 export function apiVersions(serverAddress: string): Record<string, unknown> {

@@ -1,8 +1,10 @@
 /**
- * JSON answers and request bodies for the dev cluster's plain (non-upgrade) HTTP handlers.
+ * JSON answers and request bodies for the dev cluster's plain (non-upgrade) HTTP handlers, and its
+ * `/metrics` answers (Prometheus text).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encodeStatus, errorStatus, type V1Status } from '../../src/status.js';
+import { PROMETHEUS_TEXT_CONTENT_TYPE } from './resource-metrics-text.js';
 
 /** Largest request body accepted (a Pod manifest, a review). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -19,6 +21,23 @@ export function sendStatus(res: ServerResponse, status: V1Status): void {
   const payload = encodeStatus(status);
   res.writeHead(status.code ?? 500, { 'Content-Type': 'application/json', 'Content-Length': payload.length });
   res.end(payload);
+}
+
+/** Answer GET or HEAD with Prometheus text (`text()` is not called for other methods: 405). */
+export function sendMetricsText(req: IncomingMessage, res: ServerResponse, text: () => string | Promise<string>): void {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    return sendStatus(res, errorStatus(405, `the server does not allow this method on the requested resource (${req.method})`));
+  }
+  Promise.resolve()
+    .then(text)
+    .then(
+      (t) => {
+        const body = Buffer.from(t);
+        res.writeHead(200, { 'Content-Type': PROMETHEUS_TEXT_CONTENT_TYPE, 'Content-Length': body.length });
+        res.end(req.method === 'HEAD' ? undefined : body);
+      },
+      (err: unknown) => sendStatus(res, errorStatus(500, `Internal error occurred: ${String(err)}`)),
+    );
 }
 
 /** Read a whole request body (rejects beyond {@link MAX_BODY_BYTES}). */

@@ -1,8 +1,10 @@
 /**
  * The dev cluster's kubelet listener: HTTPS that requires a client certificate issued by the
  * configured CA (a missing or foreign certificate fails the TLS handshake), serving the kubelet's
- * own streaming paths (kubelet `pkg/kubelet/server/server.go`) with the same SPDY/3.1 and legacy
- * WebSocket handlers as the API:
+ * own streaming paths (kubelet `pkg/kubelet/server/server.go`) with the same handlers the apiserver
+ * look-alike hands its requests to (`kubelet-streams.ts`): SPDY/3.1 and the legacy WebSocket
+ * protocols, and — for a modern kubelet (≥ 1.36) — WebSocket v5 exec/attach and the
+ * `SPDY/3.1+portforward.k8s.io` tunnel:
  *
  * - `/exec/{ns}/{pod}[/{uid}]/{container}?command=…&input=1&output=1&error=1&tty=1`
  * - `/attach/{ns}/{pod}[/{uid}]/{container}?input=1&output=1&error=1&tty=1`
@@ -10,7 +12,8 @@
  *
  * GET and POST both work. The URL's container is used as it is (no defaulting at the kubelet); an
  * unknown pod, uid or container is a 404 Status. Plain (non-upgrade) requests to these paths get
- * 400 `Upgrade request required`; `/healthz` answers `ok`.
+ * 400 `Upgrade request required`; `/healthz` answers `ok`; `/metrics` has
+ * `kubelet_websocket_streaming_requests_total{subresource}`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
@@ -18,18 +21,15 @@ import { X509Certificate } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import type { WebSocketServer } from 'ws';
 import { writeRawStatus } from '../../src/wire/http-response.js';
 import { errorStatus, type V1Status } from '../../src/status.js';
 import type { DevClusterRuntime } from './cluster-runtime.js';
-import { sendStatus } from './http-json.js';
+import { sendMetricsText, sendStatus } from './http-json.js';
 import type { PodRegistry } from './pod-registry.js';
 import type { RecordedRequest, RequestLog } from './request-log.js';
-import { serveSpdyPortForward } from './spdy-port-forward.js';
-import { serveSpdyRemoteCommand } from './spdy-remote-command.js';
-import { parseKubeletStreamOptions, parsePortForwardPorts } from './stream-options.js';
-import { serveWebSocketPortForward } from './websocket-port-forward.js';
-import { serveWebSocketRemoteCommand } from './websocket-remote-command.js';
+import { upgradeKind, type KubeletStreams } from './kubelet-streams.js';
+import { parseKubeletStreamOptions } from './stream-options.js';
+import type { KubeletStreamingMetrics } from './streaming-metrics.js';
 
 /** A kubelet streaming path, parsed. */
 export interface KubeletRoute {
@@ -60,7 +60,10 @@ export interface KubeletServerDeps {
   tls: KubeletTlsOptions;
   registry: PodRegistry;
   cluster: DevClusterRuntime;
-  wss: WebSocketServer;
+  /** The kubelet's streaming endpoints. */
+  streams: KubeletStreams;
+  /** What `/metrics` shows. */
+  metrics: KubeletStreamingMetrics;
   log: RequestLog;
 }
 
@@ -134,6 +137,7 @@ function handleRequest(deps: KubeletServerDeps, req: IncomingMessage, res: Serve
     res.end('ok');
     return;
   }
+  if (url.pathname === '/metrics') return sendMetricsText(req, res, () => deps.metrics.exposition());
   const route = parseKubeletPath(url.pathname);
   if (!route) return sendStatus(res, errorStatus(404, 'the server could not find the requested resource'));
   if (req.method !== 'GET' && req.method !== 'POST') {
@@ -158,24 +162,12 @@ function handleUpgrade(deps: KubeletServerDeps, req: IncomingMessage, socket: Du
   if ('status' in found) return writeRawStatus(socket, found.status);
   const { pod } = found;
 
-  const upgrade = (req.headers.upgrade ?? '').split(',')[0]!.trim().toLowerCase();
-  const spdy = upgrade === 'spdy/3.1';
-  if (!spdy && upgrade !== 'websocket') {
-    return writeRawStatus(socket, errorStatus(400, `unsupported upgrade protocol "${req.headers.upgrade ?? ''}"`));
-  }
-  if (route.kind === 'portforward') {
-    const ports = parsePortForwardPorts(url.searchParams, !spdy);
-    if (!ports.ok) return writeRawStatus(socket, ports.status);
-    const ctx = { pod, ports: ports.value, cluster: deps.cluster };
-    if (spdy) serveSpdyPortForward(req, socket, head, ctx);
-    else serveWebSocketPortForward(deps.wss, req, socket, head, ctx);
-    return;
-  }
+  const kind = upgradeKind(req);
+  if (!kind) return writeRawStatus(socket, errorStatus(400, `unsupported upgrade protocol "${req.headers.upgrade ?? ''}"`));
+  if (route.kind === 'portforward') return deps.streams.portForward(req, socket, head, pod, url.searchParams, kind);
   const options = parseKubeletStreamOptions(route.kind, url.searchParams, route.container!);
   if (!options.ok) return writeRawStatus(socket, options.status);
-  const ctx = { subresource: route.kind, pod, options: options.value, cluster: deps.cluster };
-  if (spdy) serveSpdyRemoteCommand(req, socket, head, ctx);
-  else serveWebSocketRemoteCommand(deps.wss, req, socket, head, ctx);
+  deps.streams.remoteCommand(req, socket, head, { subresource: route.kind, pod, options: options.value, cluster: deps.cluster }, kind);
 }
 
 /** Start the kubelet listener; resolves once it listens. Closing the cluster's runtime ends its sessions. */

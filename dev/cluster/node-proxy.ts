@@ -1,20 +1,23 @@
 /**
  * The `nodes/proxy` subresource of the dev cluster: `GET /api/v1/nodes/<node>/proxy/<path>` is how a
  * client with API access reaches a kubelet through kube-apiserver. The dev cluster's "kubelet"
- * answers only `metrics/resource` there (the resource metrics metrics-server scrapes); any other
- * path gets a 404 Status.
+ * answers `metrics/resource` there (the resource metrics metrics-server scrapes) and `metrics` (its
+ * `kubelet_websocket_streaming_requests_total`, as `kubectl get --raw /api/v1/nodes/NODE/proxy/metrics`
+ * reads a real kubelet's); any other path gets a 404 Status.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorStatus, notFoundStatus } from '../../src/status.js';
-import { sendStatus } from './http-json.js';
+import { sendMetricsText, sendStatus } from './http-json.js';
 import type { NodeInfo } from './nodes.js';
 import type { ResourceMetricsCollector } from './resource-metrics.js';
-import { PROMETHEUS_TEXT_CONTENT_TYPE, renderResourceMetrics } from './resource-metrics-text.js';
+import { renderResourceMetrics } from './resource-metrics-text.js';
 
 /** What the node proxy needs. */
 export interface NodeProxyDeps {
   node: () => NodeInfo;
   collector: ResourceMetricsCollector;
+  /** The kubelet's `/metrics` text. */
+  kubeletMetrics: () => string;
 }
 
 /** `/api/v1/nodes/<name>/proxy[/<rest>]` → [name, rest], else undefined. */
@@ -43,22 +46,12 @@ export function createNodeProxyHandler(deps: NodeProxyDeps): (req: IncomingMessa
       sendStatus(res, notFoundStatus('nodes', name));
       return true;
     }
-    if (rest.replace(/\/+$/, '') !== '/metrics/resource') {
-      sendStatus(res, errorStatus(404, `the dev cluster's kubelet serves only /metrics/resource through nodes/proxy, not ${rest}`));
+    const path = rest.replace(/\/+$/, '');
+    if (path !== '/metrics/resource' && path !== '/metrics') {
+      sendStatus(res, errorStatus(404, `the dev cluster's kubelet serves only /metrics and /metrics/resource through nodes/proxy, not ${rest}`));
       return true;
     }
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      sendStatus(res, errorStatus(405, `the server does not allow this method on the requested resource (${req.method})`));
-      return true;
-    }
-    deps.collector.collect().then(
-      (snapshot) => {
-        const body = Buffer.from(renderResourceMetrics(snapshot));
-        res.writeHead(200, { 'Content-Type': PROMETHEUS_TEXT_CONTENT_TYPE, 'Content-Length': body.length });
-        res.end(req.method === 'HEAD' ? undefined : body);
-      },
-      (err: unknown) => sendStatus(res, errorStatus(500, `Internal error occurred: ${String(err)}`)),
-    );
+    sendMetricsText(req, res, path === '/metrics' ? deps.kubeletMetrics : async () => renderResourceMetrics(await deps.collector.collect()));
     return true;
   };
 }

@@ -5,7 +5,10 @@
  * `status.daemonEndpoints.kubeletEndpoint.Port` is the kubelet listener's port (0 when the dev
  * cluster runs without a kubelet listener). A proxy resolving pod → node → kubelet with
  * kube-apiserver's preferred address types (`Hostname,InternalDNS,InternalIP,…` by default) must be
- * configured to prefer InternalIP, since `dev-node` does not resolve.
+ * configured to prefer InternalIP, since `dev-node` does not resolve. `nodeInfo.kubeletVersion` is the
+ * kubelet's version, and a kubelet that serves WebSockets itself (≥ 1.36) lists
+ * `ExtendWebSocketsToKubelet` in `status.declaredFeatures` (KEP-5328; absent otherwise, as the field is
+ * `omitempty`), which is what kube-apiserver reads to pass WebSockets to it.
  */
 
 import { cpus, release, totalmem } from 'node:os';
@@ -20,6 +23,10 @@ export interface NodeInfo {
   internalIP: string;
   /** The kubelet listener's port (0: none). */
   kubeletPort: number;
+  /** `nodeInfo.kubeletVersion`, e.g. `v1.36.0`. */
+  kubeletVersion: string;
+  /** `status.declaredFeatures` (sorted; empty: absent). */
+  declaredFeatures: readonly string[];
 }
 
 /** The node's capacity (= allocatable): this host's CPUs and memory, and the kubelet's default 110 pods. */
@@ -77,11 +84,12 @@ export function nodeObject(node: NodeInfo, withKind = true): Record<string, unkn
         kernelVersion: release(),
         osImage: 'kube-stream-proxy dev cluster',
         containerRuntimeVersion: 'dev://0.1.0',
-        kubeletVersion: 'v1.28.0',
-        kubeProxyVersion: 'v1.28.0',
+        kubeletVersion: node.kubeletVersion,
+        kubeProxyVersion: node.kubeletVersion,
         operatingSystem: 'linux',
         architecture: process.arch === 'x64' ? 'amd64' : process.arch,
       },
+      ...(node.declaredFeatures.length > 0 ? { declaredFeatures: [...node.declaredFeatures].sort() } : {}),
     },
   };
   return withKind ? { kind: 'Node', apiVersion: 'v1', ...obj } : obj;

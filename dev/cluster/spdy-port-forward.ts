@@ -50,8 +50,13 @@ export function serveSpdyPortForward(
     pairs.clear();
     for (const s of dials) s.destroy();
   };
-  connection.on('close', closeAll);
-  ctx.cluster.signal.addEventListener('abort', () => connection.destroy(), { once: true });
+  // The cluster's shutdown ends the connection; the listener goes with the connection, not with the cluster.
+  const onAbort = (): void => connection.destroy();
+  ctx.cluster.signal.addEventListener('abort', onAbort, { once: true });
+  connection.on('close', () => {
+    ctx.cluster.signal.removeEventListener('abort', onAbort);
+    closeAll();
+  });
 
   connection.on('stream', (stream: SpdyStream) => {
     // A vanished client destroys every stream with an error; each pair cleans up through 'close'.

@@ -1,26 +1,34 @@
 /**
- * The 'upgrade' side of the dev cluster: `/api/v1/namespaces/{ns}/pods/{name}/{exec|attach|portforward}`.
+ * The 'upgrade' side of the dev cluster's API: `/api/v1/namespaces/{ns}/pods/{name}/{exec|attach|portforward}`.
  * The pod and the query are validated first (a refusal is a Status written on the raw socket), then
- * the request goes to the SPDY/3.1 or the WebSocket handler by its `Upgrade` header.
+ * the apiserver look-alike decides the way (`apiserver-streaming.ts`): refused, handed to the kubelet
+ * (`kubelet-streams.ts`, in this process), or translated / tunnelled here toward the runtime.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { WebSocketServer } from 'ws';
-import { writeRawStatus } from '../../src/wire/http-response.js';
+import { writeRawResponse, writeRawStatus } from '../../src/wire/http-response.js';
 import { errorStatus, notFoundStatus } from '../../src/status.js';
+import { streamWay, streamWire, type ApiserverStreamingPolicy, type StreamWay } from './apiserver-streaming.js';
 import type { DevClusterRuntime } from './cluster-runtime.js';
+import { upgradeKind, type KubeletStreams, type UpgradeKind } from './kubelet-streams.js';
 import type { PodRegistry } from './pod-registry.js';
-import { serveSpdyPortForward } from './spdy-port-forward.js';
-import { serveSpdyRemoteCommand } from './spdy-remote-command.js';
+import type { RuntimeTranslation } from './runtime-translation.js';
 import { parsePortForwardPorts, parseStreamOptions } from './stream-options.js';
-import { serveWebSocketPortForward } from './websocket-port-forward.js';
-import { serveWebSocketRemoteCommand } from './websocket-remote-command.js';
+import type { ApiserverStreamingMetrics, StreamSubresource } from './streaming-metrics.js';
 
 /** What the upgrade handler needs. */
 export interface StreamRouteDeps {
   registry: PodRegistry;
   cluster: DevClusterRuntime;
-  wss: WebSocketServer;
+  /** The node's kubelet (pods all run on it). */
+  kubelet: KubeletStreams;
+  /** The node's `status.declaredFeatures`, read per request as kube-apiserver reads the Node. */
+  declaredFeatures: () => readonly string[];
+  /** The apiserver's version and refusals. */
+  policy: ApiserverStreamingPolicy;
+  /** The apiserver's own translator and tunnel (older nodes, older apiservers). */
+  translation: RuntimeTranslation;
+  metrics: ApiserverStreamingMetrics;
 }
 
 const STREAM_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(exec|attach|portforward)\/?$/;
@@ -50,24 +58,35 @@ function route(deps: StreamRouteDeps, req: IncomingMessage, socket: Duplex, head
   const pod = deps.registry.get(namespace, name);
   if (!pod) return writeRawStatus(socket, notFoundStatus('pods', name));
 
-  const upgrade = (req.headers.upgrade ?? '').split(',')[0]!.trim().toLowerCase();
-  const spdy = upgrade === 'spdy/3.1';
-  if (!spdy && upgrade !== 'websocket') {
-    return writeRawStatus(socket, errorStatus(400, `unsupported upgrade protocol "${req.headers.upgrade ?? ''}"`));
-  }
+  const kind = upgradeKind(req);
+  if (!kind) return writeRawStatus(socket, errorStatus(400, `unsupported upgrade protocol "${req.headers.upgrade ?? ''}"`));
 
   if (subresource === 'portforward') {
-    const ports = parsePortForwardPorts(url.searchParams, !spdy);
+    // The apiserver only checks the ports it is given; the kubelet requires them where its protocol does.
+    const ports = parsePortForwardPorts(url.searchParams, false);
     if (!ports.ok) return writeRawStatus(socket, ports.status);
-    const ctx = { pod, ports: ports.value, cluster: deps.cluster };
-    if (spdy) serveSpdyPortForward(req, socket, head, ctx);
-    else serveWebSocketPortForward(deps.wss, req, socket, head, ctx);
+    const way = decide(deps, req, socket, kind, subresource);
+    if (way === 'tunnel') return deps.translation.tunnel(req, socket, head, { pod, ports: ports.value, cluster: deps.cluster });
+    if (way === 'kubelet') deps.kubelet.portForward(req, socket, head, pod, url.searchParams, kind);
     return;
   }
 
   const options = parseStreamOptions(subresource, url.searchParams, pod);
   if (!options.ok) return writeRawStatus(socket, options.status);
+  const way = decide(deps, req, socket, kind, subresource);
   const ctx = { subresource, pod, options: options.value, cluster: deps.cluster };
-  if (spdy) serveSpdyRemoteCommand(req, socket, head, ctx);
-  else serveWebSocketRemoteCommand(deps.wss, req, socket, head, ctx);
+  if (way === 'translate') return deps.translation.translate(req, socket, head, ctx);
+  if (way === 'kubelet') deps.kubelet.remoteCommand(req, socket, head, ctx, kind);
+}
+
+/** Decide the way (`streamWay`), count it, and answer a refusal (then 'refused'). */
+function decide(deps: StreamRouteDeps, req: IncomingMessage, socket: Duplex, kind: UpgradeKind, subresource: StreamSubresource): StreamWay['way'] | 'refused' {
+  const way = streamWay(deps.policy, subresource, streamWire(req, kind, subresource), deps.declaredFeatures());
+  if (way.way === 'refuse') {
+    const { statusCode, contentType, body } = way.refusal;
+    writeRawResponse(socket, statusCode, contentType ? { 'Content-Type': contentType } : {}, body);
+    return 'refused';
+  }
+  if (way.proxyType) deps.metrics.incWebSocketStreaming(subresource, way.proxyType);
+  return way.way;
 }

@@ -71,7 +71,7 @@ describe('the node', () => {
       expect(r?.memory).toMatch(/^\d+Ki$/);
       expect(r?.pods).toBe('110');
     }
-    expect(node.status?.nodeInfo).toMatchObject({ kubeletVersion: 'v1.28.0', operatingSystem: 'linux' });
+    expect(node.status?.nodeInfo).toMatchObject({ kubeletVersion: 'v1.36.0', kubeProxyVersion: 'v1.36.0', operatingSystem: 'linux' });
     expect(node.status?.nodeInfo?.kernelVersion).not.toBe('');
   });
 });

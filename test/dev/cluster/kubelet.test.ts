@@ -14,6 +14,7 @@ import { WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevCluster, type DevCluster } from '../../../dev/cluster/dev-cluster.js';
 import { SpdyConnection, type SpdyStream } from '../../../src/spdy/index.js';
+import { portForwardEcho } from './stream-clients.js';
 import { createCa, createClientCert, createTestPki, type CertAndKey, type TestPki } from '../../helpers/certs.js';
 
 let dir: string;
@@ -319,18 +320,7 @@ describe('port-forward over SPDY at the kubelet', () => {
     const up = await spdyUpgrade('POST', '/portForward/default/demo', ['portforward.k8s.io']);
     if (!up.ok) throw new Error(`no upgrade: ${up.answer.status} ${up.answer.body}`);
     expect(up.protocol).toBe('portforward.k8s.io');
-    const error = await up.connection.openStream({ streamType: 'error', port: echoPort, requestID: '0' });
-    error.end();
-    const data = await up.connection.openStream({ streamType: 'data', port: echoPort, requestID: '0' });
-    const back = new Promise<string>((resolve) => {
-      let got = '';
-      data.on('data', (c: Buffer) => {
-        got += c.toString();
-        if (got.length >= 9) resolve(got);
-      });
-    });
-    data.write('spdy-echo');
-    expect(await back).toBe('spdy-echo');
+    expect(await portForwardEcho(up.connection, echoPort, 'spdy-echo')).toBe('spdy-echo');
     up.connection.destroy();
   });
 });

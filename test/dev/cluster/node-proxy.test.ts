@@ -48,12 +48,23 @@ describe('GET /api/v1/nodes/dev-node/proxy/metrics/resource', () => {
 
   it.each([
     ['an unknown node', '/api/v1/nodes/other/proxy/metrics/resource', 'GET', 404, 'nodes "other" not found'],
-    ['another kubelet path', '/api/v1/nodes/dev-node/proxy/pods', 'GET', 404, "the dev cluster's kubelet serves only /metrics/resource through nodes/proxy, not /pods"],
+    ['another kubelet path', '/api/v1/nodes/dev-node/proxy/pods', 'GET', 404, "the dev cluster's kubelet serves only /metrics and /metrics/resource through nodes/proxy, not /pods"],
     ['a POST', '/api/v1/nodes/dev-node/proxy/metrics/resource', 'POST', 405, 'the server does not allow this method on the requested resource (POST)'],
+    ['a POST to /metrics', '/api/v1/nodes/dev-node/proxy/metrics', 'POST', 405, 'the server does not allow this method on the requested resource (POST)'],
   ])('refuses %s with a Status', async (_name, path, method, code, message) => {
     const res = await fetch(cluster.url + path, { method });
     expect(res.status).toBe(code);
     const body = (await res.json()) as { kind: string; code: number; message: string };
     expect(body).toMatchObject({ kind: 'Status', code, message });
+  });
+});
+
+describe('GET /api/v1/nodes/dev-node/proxy/metrics', () => {
+  it("answers the kubelet's /metrics: its WebSocket streaming counter, as Prometheus text", async () => {
+    const res = await fetch(`${cluster.url}/api/v1/nodes/dev-node/proxy/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
+    expect(await res.text()).toBe(cluster.metrics.kubelet.exposition());
+    expect(cluster.metrics.kubelet.exposition()).toMatch(/^# TYPE kubelet_websocket_streaming_requests_total counter$/m);
   });
 });

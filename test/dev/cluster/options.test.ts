@@ -36,6 +36,10 @@ describe('dev-cluster CLI flags', () => {
       '--kubelet-tls-private-key-file', pki.server.keyFile,
       '--kubelet-client-ca-file', pki.ca.certFile,
       '--pod', 'web',
+      '--apiserver-version', 'v1.36.1',
+      '--kubelet-version', '1.35',
+      '--refuse-websocket-streaming',
+      '--refuse-spdy-streaming',
     ]);
     expect(args).toEqual({
       help: false,
@@ -49,6 +53,10 @@ describe('dev-cluster CLI flags', () => {
         tokenAuthFile: join(dir, 'tokens.csv'),
         authorizationPolicyFile: join(dir, 'policy.json'),
         kubelet: { port: 0, tls: { cert: pki.server.cert, key: pki.server.key }, clientCa: pki.ca.cert },
+        apiserverVersion: 'v1.36.1',
+        kubeletVersion: '1.35',
+        refuseWebSocketStreaming: true,
+        refuseSpdyStreaming: true,
       },
     });
   });
@@ -68,12 +76,18 @@ describe('dev-cluster CLI flags', () => {
     [['--authorization-policy-file', 'p.json'], '--authorization-policy-file needs --token-auth-file'],
     [['--kubelet-port', '1'], 'the kubelet listener needs --kubelet-tls-cert-file, --kubelet-tls-private-key-file and --kubelet-client-ca-file'],
     [['--bogus'], "Unknown option '--bogus'"],
+    [['--kubelet-version', '1.40'], '--kubelet-version: want a Kubernetes version 1.20 to 1.38 (e.g. 1.35 or v1.35.0), got "1.40"'],
+    [['--apiserver-version', 'latest'], '--apiserver-version: want a Kubernetes version 1.20 to 1.38 (e.g. 1.35 or v1.35.0), got "latest"'],
+    [['--apiserver-version', '1.35', '--kubelet-version', '1.36'], '--kubelet-version 1.36 is newer than --apiserver-version 1.35: a kubelet may not be newer than its kube-apiserver'],
   ])('refuses %j', (argv, message) => {
     expect(() => parseDevClusterArgs(argv)).toThrow(message);
   });
 });
 
 describe('start-up refusals', () => {
+  it('refuses a bad version before anything listens', async () => {
+    await expect(startDevCluster({ apiserverVersion: '1.29', kubeletVersion: '1.36' })).rejects.toThrow('kubeletVersion 1.36 is newer than apiserverVersion 1.29');
+  });
   it('refuses a policy without token authentication', async () => {
     await expect(startDevCluster({ authorizationPolicyFile: join(dir, 'policy.json') })).rejects.toThrow('authorizationPolicyFile needs tokenAuthFile');
   });

@@ -178,7 +178,7 @@ describe('nodes', () => {
     expect(r.json.rows).toHaveLength(1);
     const cells = r.json.rows[0].cells;
     expect(cells.slice(0, 3)).toEqual(['dev-node', 'Ready', '<none>']);
-    expect(cells[4]).toBe('v1.28.0');
+    expect(cells[4]).toBe('v1.36.0');
     expect(cells.slice(5, 7)).toEqual(['127.0.0.1', '<none>']);
     expect(cells).toHaveLength(golden.rows[0].cells.length);
     expect(Object.keys(r.json.rows[0].object)).toEqual(Object.keys(golden.rows[0].object));

@@ -10,7 +10,9 @@ import { startDevCluster, type DevCluster } from '../../../dev/cluster/dev-clust
 let cluster: DevCluster;
 let kc: KubeConfig;
 beforeAll(async () => {
-  cluster = await startDevCluster({});
+  // The kubelet's legacy WebSocket protocols as such: a 1.29 cluster, where nothing speaks v5
+  // (client-node offers v5 first; against a 1.36 cluster it gets it, see the last describe).
+  cluster = await startDevCluster({ apiserverVersion: '1.29' });
   kc = new KubeConfig();
   kc.loadFromOptions({
     clusters: [{ name: 'dev', server: cluster.url, skipTLSVerify: true }],
@@ -127,17 +129,22 @@ describe('exec over WebSocket with @kubernetes/client-node', () => {
 describe('legacy WebSocket protocol details', () => {
   const exec = '/api/v1/namespaces/default/pods/demo/exec';
 
-  it('refuses v5-only clients with 403 and an empty body', async () => {
+  it('refuses v5-only clients with 403 and an empty body (a 1.29 kubelet)', async () => {
     const s = rawSocket(`${exec}?command=true&stdout=1`, ['v5.channel.k8s.io']);
     const res = await s.response;
     expect(res).toEqual({ code: 403, body: '' });
   });
 
-  it('picks the first protocol of the client list that it supports', async () => {
-    const s = rawSocket(`${exec}?command=true&stdout=1`, ['v5.channel.k8s.io', 'base64.channel.k8s.io', 'v4.channel.k8s.io']);
+  it('picks the first legacy protocol of the client list that it supports', async () => {
+    const s = rawSocket(`${exec}?command=true&stdout=1`, ['v9.channel.k8s.io', 'base64.channel.k8s.io', 'v4.channel.k8s.io']);
     await s.opened;
     expect(s.ws.protocol).toBe('base64.channel.k8s.io');
     await s.closed;
+  });
+
+  it('refuses a list with no protocol it supports with 403 and an empty body', async () => {
+    const s = rawSocket(`${exec}?command=true&stdout=1`, ['v9.channel.k8s.io']);
+    expect(await s.response).toEqual({ code: 403, body: '' });
   });
 
   it('sends the initial frame, then v1 text status on failure (binary, no subprotocol)', async () => {
@@ -268,5 +275,36 @@ describe('port-forward over WebSocket', () => {
     const errText = s.messages[2]!.data;
     expect(errText[0]).toBe(1);
     expect(errText.subarray(1).toString()).toMatch(new RegExp(`^error forwarding port ${deadPort} to pod demo, uid .*ECONNREFUSED`));
+  });
+});
+
+describe('@kubernetes/client-node against a 1.36 cluster', () => {
+  let modern: DevCluster;
+  beforeAll(async () => {
+    modern = await startDevCluster({});
+  });
+  afterAll(async () => {
+    await modern?.close();
+  });
+
+  it('exec lands on v5.channel.k8s.io (passed to the kubelet); stdin EOF by CLOSE ends cat', async () => {
+    const mkc = new KubeConfig();
+    mkc.loadFromOptions({
+      clusters: [{ name: 'dev', server: modern.url, skipTLSVerify: true }],
+      users: [{ name: 'dev' }],
+      contexts: [{ name: 'dev', cluster: 'dev', user: 'dev' }],
+      currentContext: 'dev',
+    });
+    const out = sink();
+    const stdin = new PassThrough();
+    let status: V1Status | undefined;
+    const ws = (await new Exec(mkc).exec('default', 'demo', 'demo', ['cat'], out.w, null, stdin, false, (s) => (status = s))) as unknown as WebSocket;
+    expect(ws.protocol).toBe('v5.channel.k8s.io');
+    stdin.end('through the kubelet\n');
+    await new Promise<void>((resolve) => ws.once('close', () => resolve()));
+    expect(out.text()).toBe('through the kubelet\n');
+    expect(status?.status).toBe('Success');
+    expect(modern.metrics.apiserver.exposition()).toContain('apiserver_websocket_streaming_requests_total{proxy_type="proxied_to_kubelet",subresource="exec"} 1\n');
+    expect(modern.metrics.kubelet.exposition()).toContain('kubelet_websocket_streaming_requests_total{subresource="exec"} 1\n');
   });
 });
