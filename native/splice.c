@@ -1,14 +1,26 @@
 /*
  * ksp_splice: the zero-copy fast path of the passthrough's byte splice (proxy/splice-native.ts).
  *
- * start(clientFd, upstreamFd, onEnd) dup()s both socket descriptors and runs one thread that moves
- * bytes both ways with splice(2) through a pipe per direction, so the bytes never enter user space
- * (what HAProxy's `option splice-auto` does). The sockets stay owned by Node: the caller has stopped
- * libuv from reading them and nothing is queued for writing, and the thread only uses its own
- * descriptors. When a direction ends (EOF or error), the thread first flushes what is still in
- * either pipe (bounded by FLUSH_DEADLINE_MS), closes its descriptors and calls
- * onEnd(side, bytesToUpstream, bytesToClient, errno) on the main thread: side 0 = the client ended
- * first, 1 = the upstream, 2 = stopped by stop(handle). stop() makes the thread end without waiting.
+ * start(clientFd, upstreamFd, onEnd, noProgressMs) dup()s both socket descriptors and runs one
+ * thread that moves bytes both ways with splice(2) through a pipe per direction, so the bytes never
+ * enter user space (what HAProxy's `option splice-auto` does). The sockets stay owned by Node: the
+ * caller has stopped libuv from reading them and nothing is queued for writing, and the thread only
+ * uses its own descriptors.
+ *
+ * The end never truncates (docs/half-close.md): when the first side ends (EOF, or a read error) the
+ * thread reads nothing more from either side, but still writes what it already read: each pipe to
+ * its destination, then shuts that destination's write side (FIN after the data). It waits while a
+ * destination takes bytes, and gives up on it only when it took nothing for noProgressMs. A write
+ * error on a side does not stop reading that side: what it sent before it went away still goes to
+ * the other. Then the thread closes its descriptors and calls onEnd(side, bytesToUpstream,
+ * bytesToClient, errno) on the main thread: side 0 = the client ended first, 1 = the upstream,
+ * 2 = stopped by stop(handle), which ends the thread without waiting; errno ETIMEDOUT when a
+ * destination took nothing for noProgressMs.
+ *
+ * unsent(fd) and peerWindow(fd): the kernel's count of bytes a socket has sent that its peer has not
+ * acknowledged (SIOCOUTQ), and the receive window the peer advertised last (TCP_INFO), which grows
+ * as the peer's application reads: the progress the JavaScript side's teardown waits on
+ * (proxy/drain-close.ts).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,11 +33,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
+#include <stddef.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PIPE_BYTES (1024 * 1024)
-#define FLUSH_DEADLINE_MS 10000
+/* start() without a noProgressMs: proxy/drain-close.ts RELAY_NO_PROGRESS_MS. */
+#define DEFAULT_NO_PROGRESS_MS (15 * 60 * 1000)
 
 typedef struct {
   int fd[2];       /* our dups: 0 = client, 1 = upstream */
@@ -33,6 +52,7 @@ typedef struct {
   size_t cap[2];
   size_t inpipe[2];
   int cancel;      /* eventfd written by stop() */
+  int64_t no_progress_ms;
   volatile uint64_t bytes[2];
   int side;
   int err;
@@ -48,11 +68,6 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int cancelled(ksp_splice *s) {
-  struct pollfd p = {s->cancel, POLLIN, 0};
-  return poll(&p, 1, 0) > 0;
-}
-
 /* Write what direction d has in its pipe; returns -1 on a destination error, else bytes moved. */
 static ssize_t drain_pipe(ksp_splice *s, int d) {
   if (s->inpipe[d] == 0) return 0;
@@ -66,70 +81,72 @@ static ssize_t drain_pipe(ksp_splice *s, int d) {
   return -1;
 }
 
-/* After the end: flush both pipes where the destination still takes bytes, until the deadline. */
-static void flush_all(ksp_splice *s) {
-  int64_t deadline = now_ms() + FLUSH_DEADLINE_MS;
-  int dead[2] = {0, 0};
-  for (;;) {
-    int waiting = 0;
-    struct pollfd p[3];
-    int n = 0;
-    for (int d = 0; d < 2; d++) {
-      if (dead[d] || s->inpipe[d] == 0) continue;
-      if (drain_pipe(s, d) < 0) {
-        dead[d] = 1;
-        continue;
-      }
-      if (s->inpipe[d] > 0) {
-        p[n].fd = s->fd[1 - d];
-        p[n].events = POLLOUT;
-        p[n].revents = 0;
-        n++;
-        waiting = 1;
-      }
-    }
-    if (!waiting) return;
-    int64_t left = deadline - now_ms();
-    if (left <= 0) return;
-    p[n].fd = s->cancel;
-    p[n].events = POLLIN;
-    p[n].revents = 0;
-    if (poll(p, (nfds_t)(n + 1), (int)left) < 0 && errno != EINTR) return;
-    if (p[n].revents) return;
-  }
-}
-
 static void *run(void *arg) {
   ksp_splice *s = (ksp_splice *)arg;
-  int eof[2] = {0, 0};
+  int ended[2] = {0, 0}; /* reading fd[d] is over: EOF or a read error */
+  int dead[2] = {0, 0};  /* direction d cannot be delivered: writing fd[1 - d] failed */
+  int shut[2] = {0, 0};  /* fd[i]'s write side was shut after its pipe drained (closing) */
+  int closing = 0;       /* a side ended: nothing more is read, the pipes are delivered */
+  int64_t last = now_ms();
   s->side = -1;
   s->err = 0;
-  while (s->side < 0) {
+  for (;;) {
     int progress = 0;
-    for (int d = 0; d < 2 && s->side < 0; d++) {
-      if (!eof[d] && s->inpipe[d] < s->cap[d]) {
+    for (int d = 0; d < 2; d++) {
+      if (!closing && !ended[d] && !dead[d] && s->inpipe[d] < s->cap[d]) {
         ssize_t r = splice(s->fd[d], NULL, s->pipe[d][1], NULL, s->cap[d] - s->inpipe[d], SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (r > 0) {
           s->inpipe[d] += (size_t)r;
           progress = 1;
         } else if (r == 0) {
-          eof[d] = 1;
+          ended[d] = 1;
         } else if (errno != EAGAIN && errno != EINTR) {
-          s->side = d;
-          s->err = errno;
-          break;
+          ended[d] = 1;
+          if (!s->err) s->err = errno;
         }
       }
-      ssize_t w = drain_pipe(s, d);
-      if (w < 0) {
-        s->side = 1 - d; /* the destination failed: its side ended */
-        s->err = errno;
+      if (!dead[d] && s->inpipe[d] > 0) {
+        ssize_t w = drain_pipe(s, d);
+        if (w < 0) {
+          /* The destination is gone: what it was owed is dropped, what it sent is still read. */
+          if (!s->err) s->err = errno;
+          dead[d] = 1;
+        } else if (w > 0) {
+          progress = 1;
+        }
+      }
+    }
+    int64_t now = now_ms();
+    if (progress) last = now;
+    if (!closing && (ended[0] || ended[1] || (dead[0] && dead[1]))) {
+      /* The first side to end decides (the client when both did in one pass). */
+      s->side = ended[0] ? 0 : ended[1] ? 1 : 0;
+      closing = 1;
+      last = now;
+    }
+    if (closing) {
+      int owed = 0;
+      for (int d = 0; d < 2; d++) {
+        if (dead[d] || s->inpipe[d] == 0) {
+          /* Everything read for fd[1 - d] is written: FIN after it. */
+          if (!dead[d] && !shut[1 - d]) shutdown(s->fd[1 - d], SHUT_WR);
+          shut[1 - d] = 1;
+        } else {
+          owed = 1;
+        }
+      }
+      if (!owed) break;
+    }
+    if (progress) continue;
+    int timeout = -1;
+    if (closing) {
+      int64_t left = last + s->no_progress_ms - now;
+      if (left <= 0) {
+        s->err = ETIMEDOUT;
         break;
       }
-      if (w > 0) progress = 1;
-      if (eof[d] && s->inpipe[d] == 0) s->side = d;
+      timeout = left > 1000000 ? 1000000 : (int)left;
     }
-    if (s->side >= 0 || progress) continue;
     struct pollfd p[3];
     for (int i = 0; i < 2; i++) {
       p[i].fd = s->fd[i];
@@ -137,13 +154,17 @@ static void *run(void *arg) {
       p[i].revents = 0;
     }
     for (int d = 0; d < 2; d++) {
-      if (!eof[d] && s->inpipe[d] < s->cap[d]) p[d].events |= POLLIN;
-      if (s->inpipe[d] > 0) p[1 - d].events |= POLLOUT;
+      if (!closing && !ended[d] && !dead[d] && s->inpipe[d] < s->cap[d]) p[d].events |= POLLIN;
+      if (!dead[d] && s->inpipe[d] > 0) p[1 - d].events |= POLLOUT;
     }
+    /* A socket neither read nor written now is not watched: its hang-up would wake poll at once,
+       forever, and matters only once we read it (the read then says EOF or the error) or write it. */
+    for (int i = 0; i < 2; i++)
+      if (p[i].events == 0) p[i].fd = -1;
     p[2].fd = s->cancel;
     p[2].events = POLLIN;
     p[2].revents = 0;
-    if (poll(p, 3, -1) < 0 && errno != EINTR) {
+    if (poll(p, 3, timeout) < 0 && errno != EINTR) {
       s->side = 2;
       s->err = errno;
       break;
@@ -152,16 +173,8 @@ static void *run(void *arg) {
       s->side = 2;
       break;
     }
-    /* POLLHUP/POLLERR on a socket we read: the next splice reports it. On one we do not read (its
-       pipe is full), poll would return at once forever: the connection is gone, that side ended. */
-    for (int i = 0; i < 2 && s->side < 0; i++) {
-      if ((p[i].revents & (POLLHUP | POLLERR)) && !(p[i].events & POLLIN) && !(p[i].revents & POLLOUT)) {
-        s->side = i;
-        s->err = ECONNRESET;
-      }
-    }
   }
-  if (s->side != 2 && !cancelled(s)) flush_all(s);
+  if (s->side < 0) s->side = 2;
   for (int d = 0; d < 2; d++) {
     close(s->pipe[d][0]);
     close(s->pipe[d][1]);
@@ -223,10 +236,10 @@ static napi_value throw_errno(napi_env env, const char *what, int err) {
   return NULL;
 }
 
-/* start(clientFd, upstreamFd, onEnd) -> handle */
+/* start(clientFd, upstreamFd, onEnd, noProgressMs) -> handle */
 static napi_value start(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
+  size_t argc = 4;
+  napi_value argv[4];
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   if (argc < 3) {
     napi_throw_type_error(env, NULL, "start(clientFd, upstreamFd, onEnd)");
@@ -237,8 +250,19 @@ static napi_value start(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "start: file descriptors must be non-negative integers");
     return NULL;
   }
+  double no_progress = DEFAULT_NO_PROGRESS_MS;
+  if (argc >= 4) {
+    napi_valuetype t;
+    napi_typeof(env, argv[3], &t);
+    if (t == napi_number) napi_get_value_double(env, argv[3], &no_progress);
+    if (t != napi_undefined && (t != napi_number || !(no_progress >= 1))) {
+      napi_throw_type_error(env, NULL, "start: noProgressMs must be a number >= 1");
+      return NULL;
+    }
+  }
   ksp_splice *s = calloc(1, sizeof *s);
   if (!s) return throw_errno(env, "start", ENOMEM);
+  s->no_progress_ms = no_progress > 9e15 ? (int64_t)9e15 : (int64_t)no_progress;
   s->fd[0] = s->fd[1] = -1;
   s->cancel = -1;
   for (int d = 0; d < 2; d++) s->pipe[d][0] = s->pipe[d][1] = -1;
@@ -340,13 +364,51 @@ static napi_value bytes(napi_env env, napi_callback_info info) {
   return arr;
 }
 
+/* The descriptor argument of unsent() and peerWindow(), or -1. */
+static int32_t fd_arg(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  int32_t fd = -1;
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok) return -1;
+  return fd;
+}
+
+/* unsent(fd) -> bytes the socket's kernel send queue holds that its peer has not acknowledged
+   (SIOCOUTQ), or -1 when the descriptor is no socket that can tell. */
+static napi_value unsent(napi_env env, napi_callback_info info) {
+  int32_t fd = fd_arg(env, info);
+  int n = -1;
+  if (fd < 0 || ioctl(fd, SIOCOUTQ, &n) < 0) n = -1;
+  napi_value out;
+  napi_create_int32(env, n, &out);
+  return out;
+}
+
+/* peerWindow(fd) -> the receive window the socket's peer advertised last (TCP_INFO tcpi_snd_wnd):
+   it grows when the peer's application reads. -1 when the kernel or the descriptor cannot tell. */
+static napi_value peer_window(napi_env env, napi_callback_info info) {
+  int32_t fd = fd_arg(env, info);
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  double n = -1;
+  memset(&ti, 0, sizeof ti);
+  if (fd >= 0 && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && len >= offsetof(struct tcp_info, tcpi_snd_wnd) + sizeof ti.tcpi_snd_wnd)
+    n = (double)ti.tcpi_snd_wnd;
+  napi_value out;
+  napi_create_double(env, n, &out);
+  return out;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"start", NULL, start, NULL, NULL, NULL, napi_default, NULL},
       {"stop", NULL, stop, NULL, NULL, NULL, napi_default, NULL},
       {"bytes", NULL, bytes, NULL, NULL, NULL, napi_default, NULL},
+      {"unsent", NULL, unsent, NULL, NULL, NULL, napi_default, NULL},
+      {"peerWindow", NULL, peer_window, NULL, NULL, NULL, napi_default, NULL},
   };
-  napi_define_properties(env, exports, 3, props);
+  napi_define_properties(env, exports, 5, props);
   return exports;
 }
 

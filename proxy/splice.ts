@@ -1,8 +1,10 @@
 /**
- * Copying bytes both ways between the client socket and the upstream socket of an upgraded
- * connection, with backpressure, optional per-direction bandwidth limits, and kube-apiserver's
- * teardown rule: when either direction ends (FIN, reset or error), both connections close.
- * There is no TCP half-close; SPDY and WebSocket carry their own (see docs/half-close.md).
+ * Copying bytes both ways between the client socket and the upgraded connection's upstream socket,
+ * with backpressure, optional per-direction bandwidth limits, and kube-apiserver's teardown rule:
+ * when either direction ends (FIN, reset or error), the session ends. Ending never truncates: what
+ * was already read for a side is still delivered to it, for as long as it keeps taking bytes
+ * (proxy/drain-close.ts). There is no TCP half-close; SPDY and WebSocket carry their own (see
+ * docs/half-close.md).
  */
 import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -11,11 +13,13 @@ import type { RelayObserver } from '../src/recording/observer.js';
 import type { V1Status } from '../src/status.js';
 import { TurnCork } from '../src/turn-cork.js';
 import { ReadThrottle } from './bandwidth-limiter.js';
-import { NativeEnd, loadNativeSplice, type NativeSpliceAddon, type NativeSpliceHandle } from './splice-native.js';
+import { RELAY_NO_PROGRESS_MS, drainAndClose } from './drain-close.js';
+import { NATIVE_ETIMEDOUT, NativeEnd, loadNativeSplice, type NativeSpliceAddon, type NativeSpliceHandle } from './splice-native.js';
 
 /**
- * How long a closing socket may take to flush what was already read from its peer before it is
- * destroyed. Same as the apiserver's deadline for writing an upstream error response (10 s).
+ * How long a peer has to answer a close this side started when nothing is left to deliver to it (a
+ * WebSocket close handshake): the apiserver's deadline for writing an upstream error response (10 s).
+ * Never a limit on delivering bytes: that is the no-progress deadline ({@link RELAY_NO_PROGRESS_MS}).
  */
 export const FLUSH_DEADLINE_MS = 10_000;
 
@@ -40,6 +44,11 @@ export interface SpliceOptions {
    * they hold no thread, pipes or extra descriptors.
    */
   nativeAfterBytes?: number;
+  /**
+   * Once the session ended, how long a side may take no bytes of what is still owed to it before it
+   * is cut off (default {@link RELAY_NO_PROGRESS_MS}; docs/half-close.md).
+   */
+  noProgressMs?: number;
   /**
    * Session recording (src/recording/observer.ts): a tap handed every chunk of both directions
    * before it is written on, and `close` with the byte counts at the end. Turns the splice(2) fast
@@ -71,23 +80,9 @@ export interface Splice {
   readonly mode: 'native' | 'js';
 }
 
-/**
- * Close one side: flush what was already written to it, send FIN, then drop it (we no longer read
- * from it, so we would never see its peer's FIN).
- */
-function closeSocket(socket: Duplex): Promise<void> {
-  return new Promise<void>((resolve) => {
-    if (socket.destroyed) return resolve();
-    socket.once('close', () => resolve());
-    // Keep a listener so a late reset does not become an uncaught 'error'.
-    socket.on('error', () => {});
-    const deadline = setTimeout(() => socket.destroy(), FLUSH_DEADLINE_MS);
-    deadline.unref();
-    socket.end(() => {
-      clearTimeout(deadline);
-      socket.destroy();
-    });
-  });
+/** Close both sides once each has what was read for it (proxy/drain-close.ts). */
+function closeBoth(client: Duplex, upstream: Duplex, noProgressMs: number): Promise<unknown> {
+  return Promise.all([drainAndClose(client, { noProgressMs }), drainAndClose(upstream, { noProgressMs })]);
 }
 
 /**
@@ -99,7 +94,8 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
   const found = options.maxBytesPerSec === 0 && options.native !== false && observer === undefined ? loadNativeSplice() : undefined;
   const addon = found && spliceableFd(client) !== undefined && spliceableFd(upstream) !== undefined ? found : undefined;
   const nativeAfter = options.nativeAfterBytes ?? NATIVE_SPLICE_AFTER_BYTES;
-  if (addon && nativeAfter <= 0) return nativeSplice(addon, client as Socket, upstream as Socket, { toUpstream: 0, toClient: 0 });
+  const noProgressMs = options.noProgressMs ?? RELAY_NO_PROGRESS_MS;
+  if (addon && nativeAfter <= 0) return nativeSplice(addon, client as Socket, upstream as Socket, { toUpstream: 0, toClient: 0 }, noProgressMs);
   const counted = { toUpstream: 0, toClient: 0 };
   let native: Splice | undefined;
   const bytes = {
@@ -120,7 +116,7 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
     setImmediate(() => {
       if (firstEnd !== undefined || spliceableFd(client) === undefined || spliceableFd(upstream) === undefined) return;
       for (const stop of stops) stop();
-      native = nativeSplice(addon, client as Socket, upstream as Socket, counted);
+      native = nativeSplice(addon, client as Socket, upstream as Socket, counted, noProgressMs);
       void native.done.then(resolveDone);
     });
   };
@@ -149,7 +145,12 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
       dstFull = false;
       if (!throttle?.throttled) src.resume();
     };
-    const onEnd = (): void => finish(side);
+    const onEnd = (): void => {
+      // A reset or error destroys `src` with what it read still in its buffer (it was paused for
+      // backpressure): that was sent before it went, so it goes on too (docs/half-close.md).
+      if (!src.readableEnded && firstEnd === undefined && !native) for (let c = src.read() as Buffer | null; c !== null; c = src.read() as Buffer | null) onData(c);
+      finish(side);
+    };
     src.on('data', onData);
     dst.on('drain', onDrain);
     src.on('end', onEnd);
@@ -175,7 +176,7 @@ export function spliceSockets(client: Duplex, upstream: Duplex, options: SpliceO
     if (firstEnd !== undefined || native) return; // after the switch the native splice owns the end
     firstEnd = side;
     for (const stop of stops) stop();
-    void Promise.all([closeSocket(client), closeSocket(upstream)]).then(() => resolveDone(side));
+    void closeBoth(client, upstream, noProgressMs).then(() => resolveDone(side));
   };
 
   direction(client, upstream, (n) => (counted.toUpstream += n), 'client', observer ? (c) => observer.fromClient(c) : undefined);
@@ -266,6 +267,17 @@ function stopNodeReading(s: Socket): void {
   }
 }
 
+/**
+ * Let Node read `s` again (the native thread has ended): its own `_read` back, and called once, since
+ * the stream still waits for the read our stand-in swallowed (its `reading` state stays set until a
+ * read pushes something).
+ */
+function resumeNodeReading(s: Socket): void {
+  const own = s as unknown as { _read?: (n: number) => void };
+  delete own._read;
+  if (!s.destroyed && !s.readableEnded) own._read!(s.readableHighWaterMark);
+}
+
 /** Whatever Node had already read from `s` into its stream buffer. */
 function takeBuffered(s: Socket): Buffer[] {
   const chunks: Buffer[] = [];
@@ -277,9 +289,12 @@ function takeBuffered(s: Socket): Buffer[] {
  * The splice(2) fast path: Node stops reading both sockets, hands over what it had buffered, waits
  * until everything written so far (the 101 head, those bytes) has left, then the addon's thread
  * relays in the kernel until a side ends. The teardown rule is the same as the JavaScript path's:
- * when either direction ends, both sockets are closed (after the thread flushed its pipes).
+ * when either direction ends the session ends, and what was read for a side still reaches it (the
+ * thread delivers its pipes and sends the FINs; then each socket is closed once its peer has what
+ * the kernel holds for it, proxy/drain-close.ts). A peer that took nothing for `noProgressMs` is
+ * cut off.
  */
-function nativeSplice(addon: NativeSpliceAddon, client: Socket, upstream: Socket, before: { toUpstream: number; toClient: number }): Splice {
+function nativeSplice(addon: NativeSpliceAddon, client: Socket, upstream: Socket, before: { toUpstream: number; toClient: number }, noProgressMs: number): Splice {
   const moved = { toUpstream: before.toUpstream, toClient: before.toClient };
   let handle: NativeSpliceHandle | undefined;
   let firstEnd: SpliceEnd | undefined;
@@ -295,17 +310,24 @@ function nativeSplice(addon: NativeSpliceAddon, client: Socket, upstream: Socket
     },
   };
 
-  const closeBoth = (): void => {
+  const closeSockets = (stalled: boolean): void => {
     if (closing) return;
     closing = true;
     for (const [s, l] of listeners) for (const [ev, f] of l) s.off(ev, f);
-    void Promise.all([closeSocket(client), closeSocket(upstream)]).then(() => resolveDone(firstEnd ?? 'client'));
+    if (stalled) {
+      // A peer took nothing of what it is owed for noProgressMs: cut both off now.
+      client.destroy();
+      upstream.destroy();
+    }
+    resumeNodeReading(client);
+    resumeNodeReading(upstream);
+    void closeBoth(client, upstream, noProgressMs).then(() => resolveDone(firstEnd ?? 'client'));
   };
   const end = (side: SpliceEnd): void => {
     if (firstEnd !== undefined) return;
     firstEnd = side;
-    if (handle) addon.stop(handle); // closeBoth once the thread has ended (onEnd)
-    else closeBoth();
+    if (handle) addon.stop(handle); // closeSockets once the thread has ended (onEnd)
+    else closeSockets(false);
   };
   const listeners = new Map<Socket, Array<[string, () => void]>>();
   for (const [s, side] of [[client, 'client'], [upstream, 'upstream']] as const) {
@@ -330,13 +352,18 @@ function nativeSplice(addon: NativeSpliceAddon, client: Socket, upstream: Socket
     }
     const fds = [spliceableFd(client), spliceableFd(upstream)];
     if (fds[0] === undefined || fds[1] === undefined) return end(fds[0] === undefined ? 'client' : 'upstream');
-    handle = addon.start(fds[0], fds[1], (side, up, down) => {
-      moved.toUpstream += up;
-      moved.toClient += down;
-      handle = undefined;
-      if (firstEnd === undefined) firstEnd = side === NativeEnd.Upstream ? 'upstream' : 'client';
-      closeBoth();
-    });
+    handle = addon.start(
+      fds[0],
+      fds[1],
+      (side, up, down, errno) => {
+        moved.toUpstream += up;
+        moved.toClient += down;
+        handle = undefined;
+        if (firstEnd === undefined) firstEnd = side === NativeEnd.Upstream ? 'upstream' : 'client';
+        closeSockets(errno === NATIVE_ETIMEDOUT);
+      },
+      noProgressMs,
+    );
   };
   // The write callbacks run once Node handed these bytes (and everything before them) to the kernel.
   for (const [dst, chunks, count] of [

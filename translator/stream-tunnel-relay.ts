@@ -5,7 +5,9 @@
  * message, each client message is written as it comes.
  *
  * Endings follow client-go's tunneling connection: close 1000 from the client is EOF (the upstream is
- * ended after what was already written), upstream EOF becomes close 1000. A text message is a
+ * ended after what was already written), upstream EOF becomes close 1000 after every message
+ * already queued. Neither end is cut off while its peer still takes bytes: only a peer that took
+ * nothing for the no-progress deadline is (proxy/drain-close.ts; issue 32). A text message is a
  * protocol error: the apiserver fails the read and tears both sides down (its `Close()` then sends
  * 1000); we close with 1003 Unsupported Data so the client sees why. A frame `ws` cannot read (over
  * the payload limit, too many fragments, a bad opcode: its close 1002/1008/1009) ends both sides at
@@ -19,11 +21,12 @@
 import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
 import { ReadThrottle } from '../proxy/bandwidth-limiter.js';
-import { FLUSH_DEADLINE_MS } from '../proxy/splice.js';
+import { ProgressDeadline, RELAY_NO_PROGRESS_MS, drainAndClose, peerProgress } from '../proxy/drain-close.js';
 import { PieceBatch } from '../src/piece-batch.js';
 import { TurnCork } from '../src/turn-cork.js';
 import type { RelayObserver } from '../src/recording/observer.js';
 import { abandonAfterReceiveError } from './ws-abort.js';
+import { clearCloseTimer } from './ws-internals.js';
 import { MAX_MESSAGES_PER_READ } from './websocket.js';
 
 /**
@@ -67,6 +70,12 @@ export interface TunnelRelayOptions {
   clientSocket?: Duplex;
   /** Session recording (a port-forward's metadata record): told the tunnel's bytes each way, closed at the end. */
   observer?: RelayObserver;
+  /**
+   * Once the tunnel ended, how long a side may take nothing of what is still owed to it (the
+   * messages before the close frame, the client's last bytes) before it is cut off (default
+   * {@link RELAY_NO_PROGRESS_MS}).
+   */
+  noProgressMs?: number;
 }
 
 /** Why the tunnel ended: which side first, and how. */
@@ -102,6 +111,7 @@ function toBuffer(data: RawData): Buffer {
  */
 export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, options: TunnelRelayOptions): TunnelRelay {
   const high = options.highWaterBytes ?? TUNNEL_HIGH_WATER_BYTES;
+  const noProgressMs = options.noProgressMs ?? RELAY_NO_PROGRESS_MS;
   const low = options.lowWaterBytes ?? TUNNEL_LOW_WATER_BYTES;
   const bytes = { toUpstream: 0, toClient: 0 };
   let ended: TunnelEnd | undefined;
@@ -226,29 +236,29 @@ export function relayTunnel(ws: WebSocket, upstream: Duplex, early: Buffer, opti
     // now); after a protocol error nothing more is read (abandonAfterReceiveError).
     if (end.reason !== 'protocol-error') ws.resume();
     if (end.side === 'upstream') {
-      // Close after the messages already queued (ws sends the close frame behind them).
+      // Close after the messages already queued (ws sends the close frame behind them); the
+      // no-progress deadline below, not ws's fixed close timeout, bounds their delivery.
       ws.close(end.reason === 'eof' ? CloseCode.NORMAL : CloseCode.INTERNAL_ERROR);
+      clearCloseTimer(ws);
       upstream.destroy();
     } else if (end.reason === 'text-message') {
       ws.close(CloseCode.UNSUPPORTED_DATA, 'tunnel: text messages are not supported, only binary');
       upstream.destroy();
     } else if (end.reason === 'eof' && !upstream.destroyed) {
       flushToUpstream();
-      // EOF: flush what the client sent, FIN, then drop (we no longer read, so would never see its FIN).
-      const deadline = setTimeout(() => upstream.destroy(), FLUSH_DEADLINE_MS);
-      deadline.unref();
-      upstream.end(() => {
-        clearTimeout(deadline);
-        upstream.destroy();
-      });
+      // EOF: what the client sent reaches the upstream, then FIN, then its close (proxy/drain-close.ts).
+      void drainAndClose(upstream, { noProgressMs });
     } else {
       upstream.destroy();
     }
     if (!wsClosed) {
-      // ws's own close timeout is 30 s; give the peer as long as a flush may take, then cut.
-      const deadline = setTimeout(() => ws.terminate(), FLUSH_DEADLINE_MS);
-      deadline.unref();
-      ws.once('close', () => clearTimeout(deadline));
+      // The messages before the close frame, then the client's close: waited for while the client
+      // takes bytes, cut off once it took nothing for the no-progress deadline.
+      const socket = clientSocket ?? ((ws as unknown as { _socket?: Duplex })._socket);
+      if (socket !== undefined) {
+        const deadline = new ProgressDeadline(noProgressMs, peerProgress(socket, () => ws.bufferedAmount), () => ws.terminate());
+        ws.once('close', () => deadline.stop());
+      }
     }
     settle();
   };

@@ -1,12 +1,14 @@
 /**
  * The client side of a translated session: one `v5.channel.k8s.io` WebSocket carrying channels 0–4.
  * It owns sending (with write backpressure), receiving (decoded, pausable), the idle timeout, and
- * `finish()`: exactly one Status on channel 3, then close code 1000, then a bounded wait for the
- * client's close so that no output is cut off (kube-apiserver `pkg/util/proxy/websocket.go`; the
- * truncation bugs of ANCHORS §2/§3 are what an immediate close causes).
+ * `finish()`: exactly one Status on channel 3, then close code 1000, then a wait for the client's
+ * close so that no output is cut off (kube-apiserver `pkg/util/proxy/websocket.go`; the truncation
+ * bugs of ANCHORS §2/§3 are what an immediate close causes), cut short only when the client takes
+ * nothing for the finish deadline (a no-progress deadline: proxy/drain-close.ts).
  */
 import { EventEmitter } from 'node:events';
-import type { Duplex } from 'node:stream';
+import { ProgressDeadline, RELAY_NO_PROGRESS_MS, peerProgress } from '../proxy/drain-close.js';
+import { PassThrough, type Duplex } from 'node:stream';
 import { WebSocket, type RawData } from 'ws';
 import { encodeStatus, type V1Status } from '../src/status.js';
 import { Channel, ChannelFrameError, decodeChannelMessage, encodeChannelMessage, type ChannelId, type ChannelMessage } from './channel-frame.js';
@@ -14,7 +16,7 @@ import { PieceBatch } from '../src/piece-batch.js';
 import { channelFrameHead, encodeJoined } from './ws-frame-head.js';
 import { PauseGate } from './pause-gate.js';
 import { abandonAfterReceiveError } from './ws-abort.js';
-import { installFastReceiver, rawSocketOf, type InstalledFastReceiver, type WsInternals } from './ws-internals.js';
+import { clearCloseTimer, installFastReceiver, rawSocketOf, type InstalledFastReceiver, type WsInternals } from './ws-internals.js';
 
 /** Largest inbound message, as x/net/websocket's `DefaultMaxPayloadBytes`; larger ones end the session (1009). */
 export const WS_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024;
@@ -26,11 +28,13 @@ export const WS_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024;
 export const STREAM_IDLE_TIMEOUT_MS = 4 * 60 * 60 * 1000;
 
 /**
- * After the Status has been queued, how long we wait for everything to be written and for the
- * client's close before the socket is destroyed: kube-apiserver's 15 minutes (its comment sizes the
- * backlog at "tens of megabytes" read at 100 KB/s). A client that closes promptly never waits.
+ * After the Status has been queued, how long the client may take nothing (no bytes of the output,
+ * the Status or the close frame leave, and its kernel reads nothing) before the socket is destroyed:
+ * kube-apiserver's 15 minutes, as a deadline without progress (issue 32: a fixed one cuts off a
+ * reader slower than it). A client that reads, however slowly, gets everything and closes; one that
+ * closes promptly never waits.
  */
-export const FINISH_CLOSE_DEADLINE_MS = 15 * 60 * 1000;
+export const FINISH_CLOSE_DEADLINE_MS = RELAY_NO_PROGRESS_MS;
 
 /** Output queued on the WebSocket above which producers are asked to pause. */
 export const WS_WRITE_HIGH_WATER_BYTES = 1024 * 1024;
@@ -218,7 +222,8 @@ export class ChannelWebSocket extends EventEmitter {
   /**
    * End the session: `status` on channel 3 (exactly once; later calls only wait), then close code
    * 1000 once everything before it is written, then wait for the client's close. The socket is
-   * destroyed if that has not happened within the finish deadline. Resolves when the socket closed.
+   * destroyed if the client took nothing for the finish deadline (no progress: proxy/drain-close.ts).
+   * Resolves when the socket closed.
    */
   finish(status: V1Status): Promise<void> {
     // After a receiver error the socket is already on its way out (within a second): nothing is sent.
@@ -228,13 +233,18 @@ export class ChannelWebSocket extends EventEmitter {
     // Read again (and drop) whatever the client sends, so its close frame is seen.
     this.#inbound.open();
     if (this.#closed) return this.whenClosed();
-    const deadline = setTimeout(() => this.#ws.terminate(), this.#finishDeadlineMs);
-    deadline.unref();
-    void this.whenClosed().then(() => clearTimeout(deadline));
+    // The client's socket (an open ws always has one; without it only ws's queue counts as progress).
+    const socket = ((this.#ws as unknown as WsInternals)._socket as Duplex | undefined) ?? new PassThrough();
+    const deadline = new ProgressDeadline(this.#finishDeadlineMs, peerProgress(socket, () => this.#ws.bufferedAmount), () => this.#ws.terminate());
+    void this.whenClosed().then(() => deadline.stop());
     if (this.#ws.readyState !== WebSocket.OPEN) return this.whenClosed();
     this.#ws.send(encodeChannelMessage(Channel.Error, encodeStatus(status)), { binary: true }, (err) => {
       // The callback runs once this frame, and so every frame before it, reached the socket.
-      if (!err && this.#ws.readyState === WebSocket.OPEN) this.#ws.close(1000);
+      if (!err && this.#ws.readyState === WebSocket.OPEN) {
+        this.#ws.close(1000);
+        // The deadline below, not ws's fixed close timeout, decides when a slow client is cut off.
+        clearCloseTimer(this.#ws);
+      }
     });
     return this.whenClosed();
   }

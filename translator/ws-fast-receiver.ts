@@ -77,10 +77,14 @@ export class FastFrameReceiver {
    * @param maxPayload the largest message `ws` accepts (its `maxPayload`): larger frames go to `ws`,
    *   which refuses them with 1009.
    * @param sink where messages and pass-through bytes go.
+   * @param masked true (a server reading its client) takes masked frames only; false (a client
+   *   reading its server, the reverse translator's upstream) unmasked ones only. Frames of the other
+   *   kind go to `ws`, which refuses them.
    */
   constructor(
     private readonly maxPayload: number,
     private readonly sink: FastFrameSink,
+    private readonly masked = true,
   ) {}
 
   /** True once everything goes to `ws` (a frame of another kind, or a close frame, was seen). */
@@ -116,7 +120,7 @@ export class FastFrameReceiver {
           this.sink.passThrough(at === 0 ? chunk : chunk.subarray(at));
           return;
         case State.Head:
-          if (this.#head.length === 0 && this.sink.small !== undefined) {
+          if (this.#head.length === 0 && this.sink.small !== undefined && this.masked) {
             at = this.#smallFrames(chunk, at);
             if (at >= chunk.length) break;
           }
@@ -125,7 +129,7 @@ export class FastFrameReceiver {
         case State.Payload: {
           const n = Math.min(this.#remaining, chunk.length - at);
           const piece = chunk.subarray(at, at + n);
-          unmaskInPlace(piece, this.#mask, this.#offset & 3);
+          if (this.masked) unmaskInPlace(piece, this.#mask, this.#offset & 3);
           this.#parts.push(piece);
           this.#length += n;
           this.#offset += n;
@@ -199,7 +203,7 @@ export class FastFrameReceiver {
       const high = header.readUInt32BE(2);
       length = high > 0x1fffff ? Number.MAX_SAFE_INTEGER : high * 0x100000000 + header.readUInt32BE(6);
     }
-    if (!masked || rsv !== 0) return this.#fallback(header, chunk, at + consumed);
+    if (masked !== this.masked || rsv !== 0) return this.#fallback(header, chunk, at + consumed);
     if (opcode >= 0x08) {
       // ping, pong, close: to ws whole; anything else (reserved opcodes, bad control frames) falls back.
       if (!fin || length > 125 || opcode > 0x0a) return this.#fallback(header, chunk, at + consumed);
@@ -210,7 +214,7 @@ export class FastFrameReceiver {
       return at + consumed;
     }
     if (opcode !== 0x02 || !fin || length > this.maxPayload) return this.#fallback(header, chunk, at + consumed);
-    header.copy(this.#mask, 0, headLen - 4, headLen);
+    if (masked) header.copy(this.#mask, 0, headLen - 4, headLen);
     this.#remaining = length;
     this.#offset = 0;
     this.#parts = [];

@@ -57,6 +57,8 @@ export function installFastReceiver(
   socket: Duplex | undefined,
   sink: Pick<FastFrameSink, 'message' | 'small'>,
   afterRead: () => void,
+  /** False for a client-role `ws` reading its server's unmasked frames (see FastFrameReceiver). */
+  masked = true,
 ): InstalledFastReceiver | undefined {
   if (socket === undefined || process.env.KSP_WS_FAST_RECEIVE === '0') return undefined;
   const receiver = (ws as unknown as WsReceiverInternals)._receiver;
@@ -73,7 +75,7 @@ export function installFastReceiver(
       if (receiver._errored === true || receiver.writableEnded === true || receiver.destroyed === true) return;
       wsListener.call(socket, raw);
     },
-  });
+  }, masked);
   const onData = (chunk: Buffer): void => {
     fast.push(chunk);
     afterRead();
@@ -81,4 +83,51 @@ export function installFastReceiver(
   socket.off('data', wsListener);
   socket.on('data', onData);
   return { fast, detach: () => void socket.off('data', onData) };
+}
+
+/** The parts of `ws`'s Sender a direct frame write relies on (see {@link senderIdle}). */
+interface WsSenderState {
+  _sender?: { _queue?: unknown; _firstFragment?: unknown; _state?: unknown };
+}
+
+/**
+ * True when `ws`'s Sender holds nothing of its own (no queued frame, no message half sent, not
+ * compressing or reading a Blob): a frame written to the socket now lands after every frame `ws`
+ * wrote and before any it writes later, so direct writes keep the call order on the wire.
+ */
+export function senderIdle(ws: WebSocket): boolean {
+  const sender = (ws as unknown as WsSenderState)._sender;
+  return Array.isArray(sender?._queue) && sender._queue.length === 0 && sender._firstFragment === true && sender._state === 0;
+}
+
+/** What {@link attachClientRole} passes to `ws`'s `setSocket` (what ws's own client passes after its handshake). */
+export interface ClientRoleSocketOptions {
+  /** The largest message accepted (ws closes with 1009 above it). */
+  maxPayload: number;
+}
+
+/**
+ * Make `ws` (constructed without an address, which `ws` takes for a server-side WebSocket) the CLIENT
+ * end of `socket`, whose opening handshake the caller did itself: marked a client before `setSocket`,
+ * its Sender masks every frame and its Receiver refuses masked ones, exactly as `ws`'s own client is
+ * set up once its handshake is done (`initAsClient` → `setSocket`). `head` holds the bytes read past
+ * the 101 head (frames); `ws` reads them first.
+ */
+export function attachClientRole(ws: WebSocket, socket: Duplex, head: Buffer, options: ClientRoleSocketOptions): void {
+  const w = ws as unknown as { _isServer: boolean; setSocket(socket: Duplex, head: Buffer, o: object): void };
+  w._isServer = false;
+  // The limits ws's server applies by default (its client has none): a peer's frames are bounded both ways.
+  w.setSocket(socket, head, { allowSynchronousEvents: true, maxBufferedChunks: 256 * 1024, maxFragments: 16 * 1024, maxPayload: options.maxPayload, skipUTF8Validation: false });
+}
+
+/**
+ * Take back the fixed deadline `ws` starts with `close()`: it destroys the socket `closeTimeout`
+ * after the call (30 s by default) whatever is still queued before its close frame, which cuts off
+ * a reader slower than that (issue 32). The caller's no-progress deadline (proxy/drain-close.ts)
+ * bounds the wait instead. Call it right after `close()`.
+ */
+export function clearCloseTimer(ws: WebSocket): void {
+  const w = ws as unknown as { _closeTimer?: NodeJS.Timeout | null };
+  if (w._closeTimer) clearTimeout(w._closeTimer);
+  w._closeTimer = null;
 }

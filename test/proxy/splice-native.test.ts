@@ -8,10 +8,11 @@
  * native path when the addon is not built (`npm run build:native`).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { spliceSockets } from '../../proxy/splice.js';
 import { loadNativeSplice, nativeSpliceUnavailableReason } from '../../proxy/splice-native.js';
+import { tcpPair } from '../helpers/tcp-pair.js';
 
 interface Pair {
   /** Proxy's side of the client connection, and the client peer. */
@@ -27,20 +28,9 @@ afterEach(() => {
   for (const s of servers.splice(0)) s.close();
 });
 
-/** One accepted connection: [our connecting socket, the server's socket]. */
-async function tcpPair(): Promise<[Socket, Socket]> {
-  const server = createServer();
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const accepted = new Promise<Socket>((r) => server.once('connection', r));
-  const c = connect((server.address() as { port: number }).port, '127.0.0.1');
-  await new Promise<void>((r) => c.once('connect', r));
-  return [c, await accepted];
-}
-
 async function pairs(): Promise<Pair> {
-  const [clientPeer, proxyClient] = await tcpPair();
-  const [proxyUpstream, upstreamPeer] = await tcpPair();
+  const [clientPeer, proxyClient] = await tcpPair(servers);
+  const [proxyUpstream, upstreamPeer] = await tcpPair(servers);
   return { proxyClient, clientPeer, proxyUpstream, upstreamPeer };
 }
 

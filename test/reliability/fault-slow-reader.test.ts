@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startProxyProcess, type ServerProcess } from '../../bench/servers.js';
 import { SLOW_READER_QUICK, SLOW_READER_TARGET_MIB, readRss, runSlowReaderBenchmarks, slowReaderTextTable } from '../../bench/slow-reader.js';
 import { sessionChunk } from '../../bench/soak-load.js';
+import { scrapeCounter } from '../helpers/metrics.js';
 import { startClusterChild, startSourceServer, tunnelForward, type ClusterChild, type SourceServer } from './fault-fixture.js';
 
 const MiB = 1024 * 1024;
@@ -42,7 +43,9 @@ describe('fault: client stops reading', () => {
 
     it('tunnel (SPDY/3.1+portforward.k8s.io): RSS growth ≤ 16 MiB, stream resumes intact', async () => {
       cluster = await startClusterChild();
-      proxy = await startProxyProcess(cluster.url);
+      // The proxy's own tunnel: `--upstream-streaming spdy` (issue 32: by default it would pass the
+      // tunnel through to the 1.36 dev cluster, and the RSS measured would be a passthrough's).
+      proxy = await startProxyProcess(cluster.url, ['--upstream-streaming', 'spdy']);
       // The port's server writes BYTES of session 7's stream with backpressure, then ends.
       const sent = createHash('sha256');
       source = await startSourceServer((socket) => {
@@ -103,6 +106,7 @@ describe('fault: client stops reading', () => {
         expect(received).toBe(BYTES);
         expect(got.digest('hex')).toBe(sent.digest('hex'));
         expect(growth).toBeLessThanOrEqual(TARGET);
+        expect(await scrapeCounter(proxy.url, 'apiserver_websocket_streaming_requests_total', { subresource: 'portforward', proxy_type: 'tunneled_at_apiserver' })).toBe(1);
         f.conn.destroy();
       } finally {
         clearInterval(sampler);
