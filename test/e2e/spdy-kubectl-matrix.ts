@@ -18,7 +18,7 @@ import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/h
 import { expectShellFollowsResize, startTmux } from '../helpers/tty.js';
 
 /** One acceptance client: a kubectl version plus the environment toggles it runs with. */
-interface Client {
+export interface Client {
   name: string;
   version: KubectlVersion;
   env: Record<string, string>;
@@ -50,8 +50,8 @@ export interface MatrixTarget {
   close(): Promise<void>;
 }
 
-/** Define the matrix; `start` gets a fresh pods folder and returns the target. */
-export function describeSpdyKubectlMatrix(title: string, start: (podsDir: string) => Promise<MatrixTarget>): void {
+/** Define the matrix; `start` gets a fresh pods folder and returns the target. `clients`: SPDY clients only (default 1.27, 1.28, 1.33 forced). */
+export function describeSpdyKubectlMatrix(title: string, start: (podsDir: string) => Promise<MatrixTarget>, clients: readonly Client[] = CLIENTS): void {
   const skipReason = kubectlE2eSkipReason();
   describe.skipIf(skipReason !== undefined)(title, () => {
     let work: string;
@@ -79,7 +79,7 @@ export function describeSpdyKubectlMatrix(title: string, start: (podsDir: string
       if (work) rmSync(work, { recursive: true, force: true });
     });
 
-    describe.each(CLIENTS)('$name', (client) => {
+    describe.each(clients)('$name', (client) => {
       let bin: string;
       const tag = client.version.replace('.', '');
       const kubectl = (args: string[], o: { stdin?: Buffer; timeoutMs?: number; hashStdout?: boolean } = {}) =>
