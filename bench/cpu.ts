@@ -10,6 +10,13 @@
  * process between kubectl and the cluster (bench/agent-relay.ts) and take the CPU of both: the
  * proxy's as the row's relay CPU, the agent's in its own column.
  *
+ * The dev cluster plays a 1.36 kube-apiserver and kubelet, which take WebSocket v5 and the
+ * port-forward tunnel themselves (issue 32). The translation and tunnel rows measure the proxy's own
+ * translator, so their proxies run `--upstream-streaming spdy` (bench/servers.ts `translateAtProxy`);
+ * the `websocket-passthrough` rows run the default `auto`: kubectl 1.33's v5 exec and tunnel are
+ * passed through byte for byte, the cost issue 32 item 8 compares with the SPDY passthrough. After
+ * the warm-up each proxy's `/metrics` must show that its WebSocket sessions went the row's way.
+ *
  * With `callgrind` the Node relays (the proxy and the bare relay, and an agent-tunnel row's agent)
  * run under valgrind's callgrind and each transfer's instruction count (Ir, user space) is read with
  * callgrind_control: unlike CPU seconds it does not depend on the machine's load, so it is what an
@@ -31,7 +38,8 @@ import { NATIVE_SPLICE_ENV } from '../proxy/splice-native.js';
 import { sampleTreeCpu, settleTree } from './proc-cpu.js';
 import { startBareRelay, startHaproxy, startSocat } from './relays.js';
 import { startAgentRelay, type AgentRelayProcess } from './agent-relay.js';
-import { startDevClusterProcess, startProxyProcess, type ServerOptions, type ServerProcess } from './servers.js';
+import { startDevClusterProcess, startProxyProcess, translateAtProxy, type ServerOptions, type ServerProcess } from './servers.js';
+import { counterValue } from '../test/helpers/metrics.js';
 import { HEAP_FLOOR_ENV } from '../src/heap-floor.js';
 
 /** What a CPU row measures. */
@@ -58,6 +66,13 @@ export interface CpuRelay {
   env: Partial<Record<CpuMeasurement, Record<string, string>>>;
   /** True for relays written in Node (they run under callgrind with `callgrind`). */
   node: boolean;
+  /**
+   * For the proxy's rows with WebSocket measurements: the way its WebSocket sessions must go,
+   * checked on its `/metrics` after the warm-up (`apiserver_websocket_streaming_requests_total`):
+   * `translated` (translated_at_apiserver / tunneled_at_apiserver, the proxy's translator and tunnel)
+   * or `passthrough` (proxied_to_upstream, none translated).
+   */
+  websocketWay?: 'translated' | 'passthrough';
   /** Why the relay cannot run (with the install command), or undefined. */
   prepare?(install: boolean, log: (line: string) => void): string | undefined;
   /**
@@ -75,7 +90,7 @@ function agentOf(proc: ServerProcess | AgentRelayProcess | undefined): ServerPro
 const GATES_OFF = 'TranslateStreamCloseWebsocketRequests=false,PortForwardWebsockets=false';
 const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
 const SPDY_ALL = { stdout: { ...FORCE_SPDY_ENV }, stdin: { ...FORCE_SPDY_ENV }, 'port-forward': { ...FORCE_SPDY_ENV } };
-/** kubectl 1.33's own choice: WebSocket v5 exec (translated at the proxy) and WebSocket port-forward. */
+/** kubectl 1.33's own choice: WebSocket v5 exec and the WebSocket port-forward tunnel. */
 const WEBSOCKET_ALL = {
   stdout: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' },
   stdin: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' },
@@ -120,45 +135,72 @@ export const CPU_RELAYS: CpuRelay[] = [
     node: true,
     start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_OFF], { ...ctx.node, env: { [NATIVE_SPLICE_ENV]: '0' } }),
   },
+  // The translator's and the tunnel's rows: `--upstream-streaming spdy` (translateAtProxy), or the
+  // 1.36 dev cluster would take kubectl's WebSockets itself and these rows would measure a passthrough.
   {
     key: 'translation',
-    name: 'proxy translation (WS v5 → SPDY)',
+    name: 'proxy translation (WS v5 → SPDY, --upstream-streaming spdy)',
     env: { stdout: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' }, stdin: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' } },
     node: true,
-    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], ctx.node),
+    websocketWay: 'translated',
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON, ...translateAtProxy(ctx.node.cli)], ctx.node),
   },
   {
     key: 'tunnel',
-    name: 'proxy port-forward tunnel (WS → SPDY)',
+    name: 'proxy port-forward tunnel (WS → SPDY, --upstream-streaming spdy)',
     env: { 'port-forward': { KUBECTL_PORT_FORWARD_WEBSOCKETS: 'true' } },
     node: true,
-    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], ctx.node),
+    websocketWay: 'translated',
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON, ...translateAtProxy(ctx.node.cli)], ctx.node),
   },
   {
     // Before / after of the heap floor (src/heap-floor.ts) in the same run: the proxy as it ran until
     // the floor, without the flag and without the CLI's re-execution.
     key: 'translation-nofloor',
-    name: 'proxy translation / port-forward tunnel, no heap floor (KSP_HEAP_FLOOR_MB=0)',
+    name: 'proxy translation / port-forward tunnel (--upstream-streaming spdy), no heap floor (KSP_HEAP_FLOOR_MB=0)',
     env: WEBSOCKET_ALL,
     node: true,
-    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], { ...ctx.node, env: { ...ctx.node.env, [HEAP_FLOOR_ENV]: '0' } }),
+    websocketWay: 'translated',
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON, ...translateAtProxy()], { ...ctx.node, env: { ...ctx.node.env, [HEAP_FLOOR_ENV]: '0' } }),
   },
   {
     // The proxy started as a user starts it (issue 27): no flag from the bench, the CLI gives itself
     // the floor (on Node 20 by its one child process; the row's CPU is the pair's). Not a Node relay
     // for --cpu-prof and --callgrind: those would wrap or profile the first process, not the child.
     key: 'translation-cli-floor',
-    name: 'proxy translation / port-forward tunnel, heap floor from the CLI (no flag given)',
+    name: 'proxy translation / port-forward tunnel (--upstream-streaming spdy), heap floor from the CLI (no flag given)',
     env: WEBSOCKET_ALL,
     node: false,
-    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], { cliHeapFloor: true }),
+    websocketWay: 'translated',
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON, ...translateAtProxy()], { cliHeapFloor: true }),
+  },
+  {
+    // Issue 32 item 8: kubectl 1.33's WebSocket v5 exec (stdout, stdin) and port-forward tunnel passed
+    // through byte for byte to the dev cluster's 1.36 API (the default `--upstream-streaming auto`;
+    // the apiserver look-alike hands them to its 1.36 kubelet). Target: ≤ 1.1× the bare Node relay,
+    // as the SPDY passthrough.
+    key: 'websocket-passthrough',
+    name: 'proxy WebSocket passthrough (v5 exec, port-forward tunnel → 1.36 API)',
+    env: WEBSOCKET_ALL,
+    node: true,
+    websocketWay: 'passthrough',
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON], ctx.node),
   },
   {
     key: 'agent',
-    name: 'via agent tunnel: translation / port-forward tunnel (WS)',
+    name: 'via agent tunnel: translation / port-forward tunnel (WS → SPDY, --upstream-streaming spdy)',
     env: WEBSOCKET_ALL,
     node: true,
-    start: (ctx) => startAgentRelay(ctx.upstream, join(ctx.workDir, 'agent'), ['--feature-gates', GATES_ON], ctx.node),
+    websocketWay: 'translated',
+    start: (ctx) => startAgentRelay(ctx.upstream, join(ctx.workDir, 'agent'), ['--feature-gates', GATES_ON, ...translateAtProxy(ctx.node.cli)], ctx.node),
+  },
+  {
+    key: 'agent-websocket',
+    name: 'via agent tunnel: WebSocket passthrough (v5 exec, port-forward tunnel → 1.36 API)',
+    env: WEBSOCKET_ALL,
+    node: true,
+    websocketWay: 'passthrough',
+    start: (ctx) => startAgentRelay(ctx.upstream, join(ctx.workDir, 'agent-websocket'), ['--feature-gates', GATES_ON], ctx.node),
   },
   {
     key: 'agent-spdy',
@@ -174,19 +216,47 @@ export const CPU_RELAYS: CpuRelay[] = [
 ];
 
 /** The proxy's own relays, which `--cpu --base DIR` also runs from another build. */
-const PROXY_RELAY_KEYS: ReadonlySet<string> = new Set(['passthrough', 'passthrough-js', 'translation', 'tunnel', 'agent', 'agent-spdy']);
+const PROXY_RELAY_KEYS: ReadonlySet<string> = new Set(['passthrough', 'passthrough-js', 'translation', 'tunnel', 'websocket-passthrough', 'agent', 'agent-spdy', 'agent-websocket']);
+
+/** The rows that need a proxy that passes WebSockets through (issue 32): left out for a base build from before it. */
+const WEBSOCKET_PASSTHROUGH_KEYS: ReadonlySet<string> = new Set(['websocket-passthrough', 'agent-websocket']);
 
 /**
  * The proxy's relays among `relays` once more, started from the build in `baseDir` (its
  * `bin/kube-stream-proxy.js` and `dist/`), keyed `KEY@base`: the same-run before/after of a change,
- * interleaved round by round with this tree's rows, so machine load hits both alike.
+ * interleaved round by round with this tree's rows, so machine load hits both alike. A base that
+ * does not know `--upstream-streaming` translates every WebSocket: its WebSocket-passthrough rows
+ * are left out. The base's rows are not checked for their WebSocket way (an older build may not
+ * count `apiserver_websocket_streaming_requests_total`).
  */
 export function baseRelays(relays: readonly CpuRelay[], baseDir: string): CpuRelay[] {
   const cli = join(baseDir, 'bin', 'kube-stream-proxy.js');
   if (!existsSync(cli)) throw new Error(`--base: no ${cli} (a built checkout: npm ci && npm run build there)`);
+  const passesWebSockets = translateAtProxy(cli).length > 0;
   return relays
-    .filter((r) => PROXY_RELAY_KEYS.has(r.key))
-    .map((r) => ({ ...r, key: `${r.key}@base`, name: `${r.name} [base]`, start: (ctx: RelayStartContext) => r.start({ ...ctx, node: { ...ctx.node, cli } }) }));
+    .filter((r) => PROXY_RELAY_KEYS.has(r.key) && (passesWebSockets || !WEBSOCKET_PASSTHROUGH_KEYS.has(r.key)))
+    .map(({ websocketWay: _way, ...r }) => ({ ...r, key: `${r.key}@base`, name: `${r.name} [base]`, start: (ctx: RelayStartContext) => r.start({ ...ctx, node: { ...ctx.node, cli } }) }));
+}
+
+/**
+ * Check, on the proxy's `/metrics`, that the WebSocket sessions of `relay` (its warm-up transfers)
+ * went its {@link CpuRelay.websocketWay}; throws when they did not (a row would measure another path).
+ */
+export async function checkWebSocketWay(relay: CpuRelay, proc: ServerProcess | AgentRelayProcess): Promise<void> {
+  if (!relay.websocketWay) return;
+  const base = 'proxy' in proc ? proc.proxy.url : proc.url;
+  const res = await fetch(new URL('/metrics', base));
+  if (res.status !== 200) throw new Error(`${relay.name}: GET ${base}/metrics: HTTP ${res.status}`);
+  const text = await res.text();
+  const way = (subresource: string, proxyType: string): number => counterValue(text, 'apiserver_websocket_streaming_requests_total', { subresource, proxy_type: proxyType });
+  const subresources: [string, string][] = [];
+  if (relay.env.stdout || relay.env.stdin) subresources.push(['exec', 'translated_at_apiserver']);
+  if (relay.env['port-forward']) subresources.push(['portforward', 'tunneled_at_apiserver']);
+  for (const [subresource, translated] of subresources) {
+    const counts = { passedThrough: way(subresource, 'proxied_to_upstream'), translated: way(subresource, translated) };
+    const ok = relay.websocketWay === 'passthrough' ? counts.passedThrough > 0 && counts.translated === 0 : counts.translated > 0 && counts.passedThrough === 0;
+    if (!ok) throw new Error(`${relay.name}: its ${subresource} WebSocket sessions were to be ${relay.websocketWay === 'passthrough' ? 'passed through' : 'translated by the proxy'}; its /metrics counts ${JSON.stringify(counts)}`);
+  }
 }
 
 /** The relay the proxy's CPU targets are relative to. */
@@ -350,7 +420,11 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
         await withPortForward({ bin, kubeconfig, env, remotePort: zero.port, timeoutMs }, (port) => measureDownload(port, warmBytes, timeoutMs));
       else await measureTransfer({ bin, kubeconfig, env, direction: row.measurement, bytes: warmBytes, timeoutMs });
     }
-    log(`warm-up done (${warmBytes / 1e6} MB per row, not measured)`);
+    for (const relay of relays) {
+      const { proc } = running.get(relay.key) ?? {};
+      if (proc) await checkWebSocketWay(relay, proc);
+    }
+    log(`warm-up done (${warmBytes / 1e6} MB per row, not measured; each proxy's WebSocket sessions went its row's way)`);
     for (let round = 1; round <= o.rounds; round++) {
       for (const m of measurements) {
         for (const row of rows.filter((r) => r.measurement === m && !r.absent)) {

@@ -22,7 +22,7 @@ import { parseProcStat, clockTicksPerSecond } from './proc-cpu.js';
 import { floodBlock, PATTERN_PERIOD, startFloodSession, type FloodSession, type FloodSessionResult } from './flood-client.js';
 import { readRss } from './slow-reader.js';
 import { join } from 'node:path';
-import { SERVER_START_TIMEOUT_MS, startDevClusterProcess, startNodeScript, startProxyProcess, withHeapFloor, type ServerProcess } from './servers.js';
+import { SERVER_START_TIMEOUT_MS, startDevClusterProcess, startNodeScript, startProxyProcess, translateAtProxy, withHeapFloor, type ServerProcess } from './servers.js';
 
 const MiB = 1024 * 1024;
 
@@ -206,12 +206,16 @@ export async function measureFlood(mode: FloodMode, proxy: ServerProcess, cluste
   }
 }
 
-/** Start the proxy of `tree` in front of `upstream`. */
+/**
+ * Start the proxy of `tree` in front of `upstream`, translating the v5 sessions itself
+ * (`--upstream-streaming spdy` where the build has it: the 1.36 dev cluster would take them).
+ */
 function startTreeProxy(tree: FloodTree, upstream: string, o: FloodOptions): Promise<ServerProcess> {
   const options = o.proxyEnv ? { env: o.proxyEnv } : {};
-  if (tree.base === undefined) return startProxyProcess(upstream, o.proxyArgs, options);
-  const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...o.proxyArgs];
-  return startNodeScript(join(tree.base, 'bin', 'kube-stream-proxy.js'), args, /^kube-stream-proxy listening on /, SERVER_START_TIMEOUT_MS, withHeapFloor('serve', options));
+  if (tree.base === undefined) return startProxyProcess(upstream, [...translateAtProxy(), ...o.proxyArgs], options);
+  const cli = join(tree.base, 'bin', 'kube-stream-proxy.js');
+  const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', upstream, ...translateAtProxy(cli), ...o.proxyArgs];
+  return startNodeScript(cli, args, /^kube-stream-proxy listening on /, SERVER_START_TIMEOUT_MS, withHeapFloor('serve', options));
 }
 
 /**

@@ -12,7 +12,7 @@ import { FORCE_SPDY_ENV, findKubectl, type KubectlVersion } from '../test/helper
 import { measureTransfer } from './kubectl-throughput.js';
 import { ensureNginx, startNginx } from './nginx.js';
 import { measureDownload, measureRequestRate, startZeroServer, withPortForward } from './port-forward-throughput.js';
-import { startDevClusterProcess, startProxyProcess, type ServerOptions } from './servers.js';
+import { startDevClusterProcess, startProxyProcess, translateAtProxy, type ServerOptions } from './servers.js';
 
 /** What a row measures. */
 export type Measurement = 'stdout' | 'stdin' | 'port-forward' | 'pf-requests';
@@ -63,11 +63,11 @@ function kubeconfigFor(workDir: string, name: string, url: string): string {
   return path;
 }
 
-/** Dev cluster plus a proxy in front of it with `gates`. */
-async function proxied(workDir: string, name: string, gates: string, options: PathStartOptions = {}): Promise<RunningPath> {
+/** Dev cluster plus a proxy in front of it with `gates` (and `args`). */
+async function proxied(workDir: string, name: string, gates: string, options: PathStartOptions = {}, args: string[] = []): Promise<RunningPath> {
   const cluster = await startDevClusterProcess();
   try {
-    const proxy = await startProxyProcess(cluster.url, ['--feature-gates', gates], options.proxy);
+    const proxy = await startProxyProcess(cluster.url, ['--feature-gates', gates, ...args], options.proxy);
     return {
       kubeconfig: kubeconfigFor(workDir, name, proxy.url),
       close: async () => {
@@ -106,22 +106,25 @@ export const PROXY_PASSTHROUGH: BenchPath = {
   start: (workDir, options) => proxied(workDir, 'passthrough', GATES_OFF, options),
 };
 
-/** kubectl (WebSocket v5) → proxy StreamTranslatorProxy → dev cluster (SPDY). */
+/**
+ * kubectl (WebSocket v5) → proxy StreamTranslatorProxy → dev cluster (SPDY). `--upstream-streaming
+ * spdy`: the dev cluster plays a 1.36 apiserver that would take v5 itself (bench/servers.ts).
+ */
 export const PROXY_TRANSLATION: BenchPath = {
   key: 'translation',
-  name: 'proxy translation (WS v5 → SPDY)',
+  name: 'proxy translation (WS v5 → SPDY, --upstream-streaming spdy)',
   env: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' },
   measurements: ['stdout', 'stdin'],
-  start: (workDir, options) => proxied(workDir, 'translation', GATES_ON, options),
+  start: (workDir, options) => proxied(workDir, 'translation', GATES_ON, options, translateAtProxy()),
 };
 
-/** kubectl (SPDY/3.1+portforward.k8s.io over WebSocket) → proxy tunnel → dev cluster (SPDY). */
+/** kubectl (SPDY/3.1+portforward.k8s.io over WebSocket) → proxy tunnel → dev cluster (SPDY), `--upstream-streaming spdy` as above. */
 export const PROXY_TUNNEL: BenchPath = {
   key: 'tunnel',
-  name: 'proxy tunnel (WS → SPDY port-forward)',
+  name: 'proxy tunnel (WS → SPDY port-forward, --upstream-streaming spdy)',
   env: { KUBECTL_PORT_FORWARD_WEBSOCKETS: 'true' },
   measurements: ['port-forward', 'pf-requests'],
-  start: (workDir, options) => proxied(workDir, 'tunnel', GATES_ON, options),
+  start: (workDir, options) => proxied(workDir, 'tunnel', GATES_ON, options, translateAtProxy()),
 };
 
 let nginxBin: string | undefined;

@@ -25,7 +25,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import type { EchoSession } from './echo.js';
-import { startDevClusterProcess, startProxyProcess, type ServerProcess } from './servers.js';
+import { startDevClusterProcess, startProxyProcess, translateAtProxy, type ServerProcess } from './servers.js';
 import { readRss } from './slow-reader.js';
 import { openSpdyExec } from './spdy-client.js';
 import { openWsExec } from './ws-client.js';
@@ -73,6 +73,12 @@ export interface IdlePath {
   client: 'spdy' | 'ws';
   /** Extra `serve` arguments. */
   proxyArgs: string[];
+  /**
+   * The proxy translates the v5 sessions itself (`--upstream-streaming spdy`, bench/servers.ts
+   * `translateAtProxy`): the 1.36 dev cluster would otherwise take them and the row would hold
+   * passed-through sessions.
+   */
+  translateAtProxy?: boolean;
 }
 
 export const IDLE_PATHS: IdlePath[] = [
@@ -87,6 +93,7 @@ export const IDLE_PATHS: IdlePath[] = [
     name: 'proxy translation (WS v5 → SPDY)',
     client: 'ws',
     proxyArgs: ['--feature-gates', 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true'],
+    translateAtProxy: true,
   },
 ];
 
@@ -290,7 +297,7 @@ export async function runIdleBenchmarks(options: { quick?: boolean; opts?: Parti
     for (const count of o.counts) {
       const cluster = await startDevClusterProcess();
       try {
-        const proxy = await startProxyProcess(cluster.url, path.proxyArgs);
+        const proxy = await startProxyProcess(cluster.url, [...path.proxyArgs, ...(path.translateAtProxy ? translateAtProxy() : [])]);
         try {
           log(`idle: ${path.name}, ${count} sessions (${o.concurrency} opening at a time) …`);
           const row = await measureIdle(path, count, proxy, cluster, o, log);

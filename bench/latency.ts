@@ -1,7 +1,8 @@
 /**
  * Latency benchmarks (issue 7). Servers run as their own processes (bench/servers.ts): one dev
  * cluster, a proxy with the translation gates off (SPDY passthrough) and one with them on (WebSocket
- * v5 → SPDY translation), all in front of the same dev cluster. The clients run in this process.
+ * v5 → SPDY translation, `--upstream-streaming spdy`: the dev cluster plays a 1.36 apiserver that
+ * would take v5 itself), all in front of the same dev cluster. The clients run in this process.
  *
  * - echo round trip: write a small stdin chunk to `cat`, wait for the echo on stdout, repeat
  *   (sequential per session), with 1 session and with N concurrent sessions;
@@ -20,7 +21,7 @@ import type { EchoSession } from './echo.js';
 import { ensureNginx, startNginx } from './nginx.js';
 import { sampleTreeCpu } from './proc-cpu.js';
 import { startBareRelay } from './relays.js';
-import { startDevClusterProcess, startProxyProcess, type ServerProcess } from './servers.js';
+import { startDevClusterProcess, startProxyProcess, translateAtProxy, type ServerProcess } from './servers.js';
 import { openSpdyExec } from './spdy-client.js';
 import { openWsExec } from './ws-client.js';
 
@@ -247,7 +248,7 @@ export async function runLatencyBenchmarks(
     started.push(cluster);
     const [passthrough, translation] = await Promise.all([
       startProxyProcess(cluster.url, ['--feature-gates', GATES_OFF]),
-      startProxyProcess(cluster.url, ['--feature-gates', GATES_ON]),
+      startProxyProcess(cluster.url, ['--feature-gates', GATES_ON, ...translateAtProxy()]),
     ]);
     started.push(passthrough, translation);
     const servers: LatencyServers = { cluster, passthrough, translation };
@@ -261,7 +262,7 @@ export async function runLatencyBenchmarks(
       started.push(servers.passthroughBatched);
     }
     if (paths.some((p) => p.server === 'translationBatched')) {
-      servers.translationBatched = await startProxyProcess(cluster.url, ['--feature-gates', GATES_ON], batchedEnv);
+      servers.translationBatched = await startProxyProcess(cluster.url, ['--feature-gates', GATES_ON, ...translateAtProxy()], batchedEnv);
       started.push(servers.translationBatched);
     }
     if (nginxBin) {

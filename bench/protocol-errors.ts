@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { SERVER_START_TIMEOUT_MS, startDevClusterProcess, startNodeScript, startProxyProcess, withHeapFloor, type ServerProcess } from './servers.js';
+import { SERVER_START_TIMEOUT_MS, startDevClusterProcess, startNodeScript, startProxyProcess, translateAtProxy, withHeapFloor, type ServerProcess } from './servers.js';
 
 /** Issue 26's target: descriptors back to baseline + this within {@link PROTOCOL_ERROR_TARGET_MS}. */
 export const PROTOCOL_ERROR_FD_SLACK = 20;
@@ -178,11 +178,14 @@ export async function runProtocolErrorBenchmark(
     // A fresh dev cluster per tree: the base's sessions may still hold upstream connections.
     const cluster = await startDevClusterProcess();
     try {
-      const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url];
+      // The proxy's translator must meet the bad frames (`--upstream-streaming spdy` where the build
+      // has it): the 1.36 dev cluster would take the v5 sessions itself.
+      const cli = tree.base === undefined ? undefined : join(tree.base, 'bin', 'kube-stream-proxy.js');
+      const args = ['serve', '--listen', '127.0.0.1:0', '--upstream', cluster.url, ...translateAtProxy(cli)];
       const proxy =
-        tree.base === undefined
-          ? await startProxyProcess(cluster.url)
-          : await startNodeScript(join(tree.base, 'bin', 'kube-stream-proxy.js'), args, /^kube-stream-proxy listening on /, SERVER_START_TIMEOUT_MS, withHeapFloor('serve', {}));
+        cli === undefined
+          ? await startProxyProcess(cluster.url, translateAtProxy())
+          : await startNodeScript(cli, args, /^kube-stream-proxy listening on /, SERVER_START_TIMEOUT_MS, withHeapFloor('serve', {}));
       try {
         log(`protocol errors (${tree.label}): ${o.sessions} sessions …`);
         const row = await measureProtocolErrors(proxy, cluster, o, tree.label);

@@ -21,7 +21,7 @@ import { NATIVE_SPLICE_ENV } from '../proxy/splice-native.js';
 import { NATIVE_CAST_ENV } from '../src/recording/native-cast-escape.js';
 import { median } from './cpu.js';
 import { sampleTreeCpu, settleTree } from './proc-cpu.js';
-import { startDevClusterProcess, startProxyProcess, type ServerProcess } from './servers.js';
+import { startDevClusterProcess, startProxyProcess, translateAtProxy, type ServerProcess } from './servers.js';
 
 const GATES_ON = 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true';
 const BLOCK = 1_000_000;
@@ -126,7 +126,9 @@ export async function runRecordingCpu(o: RecordingCpuOptions): Promise<Recording
     for (const v of VARIANTS) {
       const dir = join(shm, v.key);
       mkdirSync(dir, { recursive: true });
-      const args = ['--feature-gates', GATES_ON, ...(v.recorded ? ['--session-recording-config', policy, '--session-recording-dir', dir, '--session-recording-max-bytes', '0'] : [])];
+      // `--upstream-streaming spdy`: the translation rows measure the proxy's translator (the 1.36
+      // dev cluster would take v5 itself); the SPDY passthrough rows are unchanged by it.
+      const args = ['--feature-gates', GATES_ON, ...translateAtProxy(), ...(v.recorded ? ['--session-recording-config', policy, '--session-recording-dir', dir, '--session-recording-max-bytes', '0'] : [])];
       const proc = await startProxyProcess(cluster.url, args, v.env ? { env: v.env } : {});
       const kubeconfig = join(work, `kubeconfig-${v.key}`);
       writeKubeconfig(kubeconfig, { server: proc.url, name: v.key });

@@ -29,17 +29,21 @@
  *   --no-install  never install nginx: skip its rows with a note when it is missing
  *   --cpu-prof DIR  run each proxy process under `node --cpu-prof`, profiles in DIR/<path> (throughput and
  *             --cpu; summarise them with `node dist/bench/cpuprofile-top.js FILE`)
- *   --cpu     run only the CPU-per-byte benchmark (bench/cpu.ts: every relay — the proxy's passthrough,
- *             translation and tunnel, the same through an agent tunnel (proxy and agent CPU), nginx,
- *             HAProxy, socat, the bare Node relay — × stdout, stdin,
+ *   --cpu     run only the CPU-per-byte benchmark (bench/cpu.ts: every relay — the proxy's SPDY passthrough,
+ *             its translation and tunnel (`--upstream-streaming spdy`), its WebSocket passthrough (v5 exec
+ *             and the tunnel passed to the dev cluster's 1.36 API), the same through an agent tunnel (proxy
+ *             and agent CPU), nginx, HAProxy, socat, the bare Node relay — × stdout, stdin,
  *             port-forward; 300 MB, 3 interleaved rounds; with --quick 20 MB, 1 round) and print its
  *             table; with --write replace the generated CPU section of docs/benchmarks.md. --runs is
  *             the number of rounds, --paths takes direct,passthrough,passthrough-js,translation,tunnel,translation-nofloor,
- *             translation-cli-floor,agent,agent-spdy,nginx,haproxy,socat,bare, --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
+ *             translation-cli-floor,websocket-passthrough,agent,agent-spdy,agent-websocket,nginx,haproxy,socat,bare,
+ *             --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
- *     --base DIR  with --cpu: the proxy's rows (passthrough, passthrough-js, translation, tunnel, agent,
- *             agent-spdy among --paths) once more from the built checkout DIR, keyed KEY@base and
- *             interleaved round by round with this tree's: the same-run before/after of a change
+ *     --base DIR  with --cpu: the proxy's rows (passthrough, passthrough-js, translation, tunnel,
+ *             websocket-passthrough, agent, agent-spdy, agent-websocket among --paths; the WebSocket
+ *             passthrough ones only when that build has --upstream-streaming) once more from the built
+ *             checkout DIR, keyed KEY@base and interleaved round by round with this tree's: the same-run
+ *             before/after of a change
  *   --auth    run the authentication benchmark (bench/auth.ts: proxy CPU per request for a TokenReview cache
  *             hit, a cached JWT, uncached ES256 and RS256 JWTs, beside the unauthenticated passthrough; the
  *             added p99 of a JWT-authenticated exec against a TokenReview one; with --quick 300 requests,

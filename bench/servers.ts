@@ -2,7 +2,7 @@
  * The servers a benchmark path needs, each started as its own `node` process (as they run in real
  * life), so the benchmark's own bookkeeping never shares an event loop with the code being measured.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HEAP_FLOOR_COMMANDS, HEAP_FLOOR_FLAG, heapFloorMb, sizesHeap } from '../src/heap-floor.js';
@@ -128,6 +128,28 @@ function stop(child: ChildProcess): Promise<void> {
     child.kill('SIGTERM');
     setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
   });
+}
+
+const translateAtProxyByCli = new Map<string, string[]>();
+
+/**
+ * `serve` arguments that keep WebSocket v5 exec/attach and the port-forward tunnel translated by the
+ * proxy itself (its StreamTranslatorProxy and tunnel, the SPDY leg upstream) for the rows that
+ * measure them. The dev cluster plays a 1.36 kube-apiserver and kubelet that take v5 and the tunnel
+ * (issue 32), so the default `--upstream-streaming auto` would pass them through instead:
+ * `--upstream-streaming spdy` is the proxy's behaviour before 1.36. A build that does not know the
+ * flag (a `--base` tree from before it) translates anyway and gets none. `cli`: another build's
+ * `bin/kube-stream-proxy.js` (default: this tree's).
+ */
+export function translateAtProxy(cli: string = cliPath()): string[] {
+  let args = translateAtProxyByCli.get(cli);
+  if (!args) {
+    const help = spawnSync(process.execPath, [cli, 'serve', '--help'], { encoding: 'utf8', timeout: 60_000 });
+    if (help.status !== 0) throw new Error(`${cli} serve --help: exit ${help.status}: ${help.stderr}`);
+    args = /--upstream-streaming\b/.test(`${help.stdout}${help.stderr}`) ? ['--upstream-streaming', 'spdy'] : [];
+    translateAtProxyByCli.set(cli, args);
+  }
+  return args;
 }
 
 /** The dev cluster on a free loopback port. */

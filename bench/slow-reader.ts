@@ -14,7 +14,7 @@ import { request } from 'node:http';
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { SpdyConnection, type SpdyStream } from '../src/spdy/index.js';
-import { startDevClusterProcess, startProxyProcess } from './servers.js';
+import { startDevClusterProcess, startProxyProcess, translateAtProxy } from './servers.js';
 import { openTypedStream } from './spdy-client.js';
 
 const MiB = 1024 * 1024;
@@ -43,6 +43,12 @@ export interface SlowReaderPath {
   client: SlowReaderClient;
   /** Extra `serve` arguments. */
   proxyArgs: string[];
+  /**
+   * The proxy translates the v5 session itself (`--upstream-streaming spdy`, bench/servers.ts
+   * `translateAtProxy`): the 1.36 dev cluster would otherwise take it and the row would measure a
+   * passthrough.
+   */
+  translateAtProxy?: boolean;
 }
 
 export const SLOW_READER_PATHS: SlowReaderPath[] = [
@@ -55,6 +61,7 @@ export const SLOW_READER_PATHS: SlowReaderPath[] = [
     name: 'translation (WebSocket v5)',
     client: 'ws',
     proxyArgs: ['--feature-gates', 'TranslateStreamCloseWebsocketRequests=true,PortForwardWebsockets=true'],
+    translateAtProxy: true,
   },
 ];
 
@@ -322,7 +329,7 @@ export async function runSlowReaderBenchmarks(options: { quick?: boolean; opts?:
   const rows: SlowReaderRow[] = [];
   try {
     for (const path of SLOW_READER_PATHS) {
-      const proxy = await startProxyProcess(cluster.url, path.proxyArgs);
+      const proxy = await startProxyProcess(cluster.url, [...path.proxyArgs, ...(path.translateAtProxy ? translateAtProxy() : [])]);
       try {
         log(`slow reader: ${path.name}, ${opts.bytes / MiB} MiB, ${opts.stallMs} ms stall …`);
         const row = await measureSlowReader(path, proxy, opts);

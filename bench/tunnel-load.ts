@@ -21,8 +21,9 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgentRelay, type AgentRelayProcess } from './agent-relay.js';
-import { startDevClusterProcess } from './servers.js';
+import { startDevClusterProcess, translateAtProxy } from './servers.js';
 import { readRss } from './slow-reader.js';
+import { counterValue } from '../test/helpers/metrics.js';
 import { execPath, gatedCatArgv, openSession, openStalledSession } from './v5-exec-session.js';
 
 const MiB = 1024 * 1024;
@@ -129,6 +130,12 @@ export interface TunnelLoadResult {
   peakRss: { proxy: number; agent: number }[];
   /** Problems found (sessions not verified, errors); empty when every byte arrived. */
   failures: string[];
+  /**
+   * Each stack's proxy's exec WebSocket sessions by way, from its `/metrics` at the end
+   * (`apiserver_websocket_streaming_requests_total`): translated by the proxy (as this load is
+   * specified), or passed through to the cluster (none expected).
+   */
+  ways: { translated: number; passedThrough: number }[];
 }
 
 /** A run whose N sessions are open and waiting for their start line. */
@@ -226,7 +233,9 @@ export async function runTunnelLoad(o: TunnelLoadOptions): Promise<TunnelLoadRes
   const cluster = await startDevClusterProcess();
   const stacks: AgentRelayProcess[] = [];
   try {
-    for (let i = 0; i < 2; i++) stacks.push(await startAgentRelay(cluster.url, join(work, `stack-${i}`), ['--feature-gates', GATES_ON]));
+    // `--upstream-streaming spdy`: the sessions are translated at the proxy, the SPDY leg riding the
+    // tunnel, as this load is specified (the 1.36 dev cluster would take v5 itself).
+    for (let i = 0; i < 2; i++) stacks.push(await startAgentRelay(cluster.url, join(work, `stack-${i}`), ['--feature-gates', GATES_ON, ...translateAtProxy()]));
     const failures: string[] = [];
     // Warm-up (not measured): 20 sessions of 128 KiB per stack, so that RSS growth is counted from
     // processes that have compiled their code paths and grown their heaps past start-up. (Both
@@ -258,7 +267,15 @@ export async function runTunnelLoad(o: TunnelLoadOptions): Promise<TunnelLoadRes
     } finally {
       sampler.stop();
     }
+    const ways = await Promise.all(
+      stacks.map(async (s) => {
+        const text = await (await fetch(new URL('/metrics', s.proxy.url))).text();
+        const way = (proxyType: string): number => counterValue(text, 'apiserver_websocket_streaming_requests_total', { subresource: 'exec', proxy_type: proxyType });
+        return { translated: way('translated_at_apiserver'), passedThrough: way('proxied_to_upstream') };
+      }),
+    );
     return {
+      ways,
       sessions: o.sessions,
       bytes: o.bytes,
       rounds,

@@ -1,5 +1,6 @@
 /**
- * What every route plugin needs from the server: the proxies, metrics and listener scheme.
+ * What every route plugin needs from the server: the proxies, metrics, listener scheme and the
+ * settings the streaming decision reads.
  */
 import type { IncomingMessage } from 'node:http';
 import type { ClientInfo } from '../src/wire/forwarded-headers.js';
@@ -9,6 +10,8 @@ import type { SessionRecorder } from '../src/recording/session-recorder.js';
 import type { ProxyMetrics } from '../src/metrics.js';
 import type { StreamingSessions } from '../src/streaming-sessions.js';
 import type { Route } from '../src/routing/route.js';
+import type { UpstreamStreaming } from '../src/config.js';
+import type { UpstreamStreamingMemory } from '../src/routing/upstream-streaming-memory.js';
 
 /** Plugin options shared by every route family. */
 export interface HandlerDeps {
@@ -22,8 +25,12 @@ export interface HandlerDeps {
   metrics: ProxyMetrics;
   /** Every open streaming request: metrics and audit at their end, graceful shutdown. */
   sessions: StreamingSessions;
-  /** Feature gates, for the translator and tunnel routes that branch on them. */
+  /** Feature gates, read by the one decision of a streaming request's path (handlers/stream-path.ts). */
   featureGates: FeatureGates;
+  /** `--upstream-streaming`, read by the same decision. */
+  upstreamStreaming: UpstreamStreaming;
+  /** Which protocol each upstream took after refusing the other, for that decision. */
+  streamingMemory: UpstreamStreamingMemory;
   /** Scheme of our listener, for `X-Forwarded-Proto`. */
   proto: 'http' | 'https';
   /** `--max-connection-bytes-per-sec`: per-direction limit of every streaming session; 0 = none. */
@@ -39,4 +46,20 @@ export interface HandlerDeps {
 /** The client-side facts the forwarded headers need. */
 export function clientInfo(req: IncomingMessage, proto: 'http' | 'https'): ClientInfo {
   return { remoteAddress: req.socket.remoteAddress, proto, host: req.headers.host };
+}
+
+/**
+ * `create` made once per server: the first call for a deps object creates, later ones reuse (the
+ * translators and tunnels of a server, created on first use with its settings).
+ */
+export function perServer<T>(create: (deps: HandlerDeps) => T): (deps: HandlerDeps) => T {
+  const made = new WeakMap<HandlerDeps, T>();
+  return (deps) => {
+    let value = made.get(deps);
+    if (value === undefined) {
+      value = create(deps);
+      made.set(deps, value);
+    }
+    return value;
+  };
 }

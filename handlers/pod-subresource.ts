@@ -1,9 +1,11 @@
 /**
  * The shared route plugin for `pods/{exec,attach,portforward}`: GET and POST on
  * `/api/v1/namespaces/:namespace/pods/:name/<subresource>`, names validated, upgrade required
- * (apiserver's `UpgradeRequired: true`), then the path: a delegate (WebSocket v5 translator,
- * port-forward tunnel) when it matches, else UpgradeAwareProxy. Every request that gets this far is
- * one {@link StreamingSession}: counted, audited once, and known to graceful shutdown.
+ * (apiserver's `UpgradeRequired: true`), then the plan of handlers/stream-path.ts run: the passthrough
+ * (UpgradeAwareProxy) or a local path of the subresource's {@link UpgradeDelegate} (translator,
+ * tunnel, or their reverse), and when the upstream refuses a passthrough before its 101, once more on
+ * the planned fallback. Every request that gets this far is one {@link StreamingSession}: counted,
+ * audited once (with the path it took and its fallback), and known to graceful shutdown.
  */
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { UpgradeContext } from './upgrade-context.js';
@@ -13,13 +15,14 @@ import type { ClientProtocolLabel, HandlerLabel, SessionPathLabel } from '../src
 import type { SessionFacts, StreamingSession } from '../src/streaming-sessions.js';
 import type { HandlerDeps } from './handler-deps.js';
 import { validateNamespace, validatePodName } from '../src/routing/pod-name.js';
+import { routeOf } from '../src/routing/route.js';
 import { leaveBodiesUnread } from './raw-body.js';
 import { sendStatus } from '../src/wire/status-reply.js';
 import { proxyUpgrade } from './upgrade.js';
 import { recordedSessionFacts, startRecording } from './recording-start.js';
 import type { BegunRecording } from '../src/recording/session-recorder.js';
 import { upgradeOf } from './upgrade-context.js';
-
+import { isFallbackAnswer, isVerdict, planStreamRequest, type StreamAttempt, type StreamPlan } from './stream-path.js';
 
 /** The streaming pod subresources. */
 export type PodStreamSubresource = 'exec' | 'attach' | 'portforward';
@@ -35,24 +38,30 @@ export interface PodParams {
   name: string;
 }
 
+/** What a local path's attempt came to: the decision's memory turns only on the upstream's 101. */
+export interface LocalPathResult {
+  upstreamUpgraded: boolean;
+}
+
 /**
- * A handler that takes some upgrade requests off the passthrough path, as kube-apiserver's
- * `NewTranslatingHandler` does: the StreamTranslatorProxy (WebSocket v5 exec/attach) and the
- * port-forward tunnel. Everything it does not match falls through to UpgradeAwareProxy unchanged.
+ * One local path (a translator or a tunnel, forward or reverse): it serves the request and hijacks the
+ * reply itself. Resolves once the handshake is settled. It must end `session` exactly once (now, or
+ * when the session ends), and close `recording` (when given) once the session is over or was never
+ * upgraded.
+ */
+export interface LocalStreamPath {
+  serve(request: FastifyRequest<{ Params: PodParams }>, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession, recording?: BegunRecording): Promise<LocalPathResult>;
+}
+
+/**
+ * The local paths of one subresource, as kube-apiserver's `NewTranslatingHandler` wraps its
+ * passthrough: `forward` serves a WebSocket client over SPDY upstream (the StreamTranslatorProxy, the
+ * port-forward tunnel), `reverse` a SPDY client over WebSocket upstream. handlers/stream-path.ts
+ * decides which runs.
  */
 export interface UpgradeDelegate {
-  /** The path label of what it serves. */
-  readonly path: Exclude<SessionPathLabel, 'passthrough'>;
-  /** The client protocol label of what it serves. */
-  readonly protocol: Exclude<ClientProtocolLabel, 'spdy'>;
-  /** kube-apiserver's per-request predicate plus the feature gate. */
-  matches(request: FastifyRequest<{ Params: PodParams }>, deps: HandlerDeps): boolean;
-  /**
-   * Serve the request; it hijacks the reply itself. Resolves once the handshake is settled. It must
-   * end `session` exactly once (now, or when the session ends), and close `recording` (when given)
-   * once the session is over or was never upgraded.
-   */
-  serve(request: FastifyRequest<{ Params: PodParams }>, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession, recording?: BegunRecording): Promise<void>;
+  forward: LocalStreamPath;
+  reverse: LocalStreamPath;
 }
 
 /** True when the client asked for a WebSocket (any `Upgrade` token `websocket`). */
@@ -82,10 +91,7 @@ export function sessionFacts(
 }
 
 /** Build the Fastify plugin serving one pod subresource. */
-export function podSubresourceRoutes(
-  subresource: PodStreamSubresource & HandlerLabel,
-  delegate?: UpgradeDelegate,
-): FastifyPluginAsync<HandlerDeps> {
+export function podSubresourceRoutes(subresource: PodStreamSubresource & HandlerLabel, delegate: UpgradeDelegate): FastifyPluginAsync<HandlerDeps> {
   return async (scope: FastifyInstance, deps: HandlerDeps) => {
     leaveBodiesUnread(scope);
     scope.route<{ Params: PodParams }>({
@@ -100,18 +106,15 @@ export function podSubresourceRoutes(
         }
         const upgrade = upgradeOf(request.raw);
         if (!upgrade) return sendStatus(reply, new UpgradeRequiredError().toStatus());
-        const websocket = isWebSocketUpgrade(request);
-        const delegated = delegate?.matches(request, deps) ? delegate : undefined;
-        const path = delegated?.path ?? 'passthrough';
-        const protocol = delegated?.protocol ?? (websocket ? 'websocket' : 'spdy');
-        const session = deps.sessions.begin(sessionFacts(request, subresource, protocol, path), request.log);
+        const plan = planStreamRequest(request, deps, subresource);
+        const protocol: ClientProtocolLabel = plan.client === 'websocket-tunnel' ? 'tunnel' : isWebSocketUpgrade(request) ? 'websocket' : 'spdy';
+        const session = deps.sessions.begin(sessionFacts(request, subresource, protocol, plan.first.path), request.log);
         if (deps.sessions.draining) {
           // A request on a connection opened before the listener closed: refuse it, don't start a session.
           const error = new ShuttingDownError();
           session.end({ outcome: 'shutdown', statusCode: 503, message: error.message });
           return sendStatus(reply, error.toStatus());
         }
-        if (websocket) deps.metrics.incWebSocketStreamingRequest(subresource, delegated ? 'translated_at_apiserver' : 'proxied_to_kubelet');
         // Session recording: decided, sink checked and caller named before any upgrade (an enforced one
         // whose sink is unusable is refused here); created on the sink only at the upstream's 101.
         let recording: BegunRecording | undefined;
@@ -127,13 +130,54 @@ export function podSubresourceRoutes(
             Object.assign(session.facts, recordedSessionFacts(recording));
           }
         }
-        if (delegated) {
-          await delegated.serve(request, reply, upgrade, deps, session, recording);
-          return reply;
-        }
-        await proxyUpgrade(request, reply, upgrade, deps, subresource, session, recording);
+        await servePlan(request, reply, upgrade, deps, subresource, delegate, session, recording, plan);
         return reply;
       },
     });
   };
+}
+
+/**
+ * Run a plan: its first attempt; after a passthrough the upstream refused before its 101 (not 401),
+ * the fallback, whose answer the client gets. The fallback is counted and put on the session (the
+ * audit line); the memory turns to its protocol for this upstream only when it got its 101 after a
+ * refusal of the protocol (not after a Kubernetes verdict on the caller, `isVerdict`).
+ */
+async function servePlan(
+  request: FastifyRequest<{ Params: PodParams }>,
+  reply: FastifyReply,
+  upgrade: UpgradeContext,
+  deps: HandlerDeps,
+  subresource: PodStreamSubresource & HandlerLabel,
+  delegate: UpgradeDelegate,
+  session: StreamingSession,
+  recording: BegunRecording | undefined,
+  plan: StreamPlan,
+): Promise<void> {
+  let attempt: StreamAttempt = plan.first;
+  // The refusal was a verdict on this caller or pod (a Forbidden Status), not on the upstream's protocol.
+  let verdict = false;
+  if (attempt.path === 'passthrough') {
+    const planned = plan.fallback;
+    const refused = await proxyUpgrade(request, reply, upgrade, deps, subresource, session, recording, planned ? { fallbackFrom: (r) => isFallbackAnswer(r, planned) } : undefined);
+    if (!refused || !plan.fallback) {
+      if (attempt.proxyType) deps.metrics.incWebSocketStreamingRequest(subresource, attempt.proxyType);
+      return;
+    }
+    const fallback: StreamAttempt = plan.fallback;
+    const route = routeOf(request.raw, deps.upstream).name;
+    const from = attempt.upstreamProtocol;
+    const to = fallback.upstreamProtocol;
+    deps.metrics.incStreamingFallback(from, to, refused.statusCode);
+    verdict = isVerdict(refused.refusal);
+    const reason = refused.refusal.status?.reason;
+    request.log.info({ route, from, to, statusCode: refused.statusCode, ...(reason ? { reason } : {}) }, 'upstream refused the upgrade before its 101; asking again in the other protocol');
+    session.facts.path = fallback.path;
+    session.facts.fallback = { from, to, statusCode: refused.statusCode };
+    attempt = fallback;
+  }
+  if (attempt.proxyType) deps.metrics.incWebSocketStreamingRequest(subresource, attempt.proxyType);
+  const local = attempt.path === 'reverse_translated' || attempt.path === 'reverse_tunnel' ? delegate.reverse : delegate.forward;
+  const result = await local.serve(request, reply, upgrade, deps, session, recording);
+  if (attempt === plan.fallback && result.upstreamUpgraded && !verdict) deps.streamingMemory.remember(routeOf(request.raw, deps.upstream).name, attempt.upstreamProtocol);
 }

@@ -1,42 +1,51 @@
 /**
- * The {@link UpgradeDelegate} that takes WebSocket v5 exec/attach off the passthrough path, as
- * kube-apiserver's `NewTranslatingHandler` does for `TranslateStreamCloseWebsocketRequests`.
- * Before the hijack, a bad query is answered as a plain HTTP Status (a failed handshake to a
- * WebSocket client, which makes kubectl retry over SPDY).
+ * The local paths of pods/exec and pods/attach (an {@link UpgradeDelegate}): the StreamTranslatorProxy
+ * (WebSocket v5 client, SPDY upstream), as kube-apiserver's `NewTranslatingHandler` does for
+ * `TranslateStreamCloseWebsocketRequests`, and the ReverseStreamTranslatorProxy (SPDY client, v5
+ * upstream, for an upstream that refuses SPDY). Which one runs, and when, is decided in
+ * handlers/stream-path.ts. Before the hijack, a bad query is answered as a plain HTTP Status (a failed
+ * handshake to a WebSocket client, which makes kubectl retry over SPDY).
  */
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { clientInfo, type HandlerDeps } from './handler-deps.js';
-import type { PodParams, UpgradeDelegate } from './pod-subresource.js';
+import { clientInfo, perServer, type HandlerDeps } from './handler-deps.js';
+import type { LocalStreamPath, UpgradeDelegate } from './pod-subresource.js';
 import { sendStatus } from '../src/wire/status-reply.js';
+import { closeAfterAnswer } from '../src/wire/close-after-answer.js';
 import type { UpgradeContext } from './upgrade-context.js';
 import { ShuttingDownError, UpstreamUpgradeRefusedError } from '../src/errors.js';
 import type { HandlerLabel } from '../src/metrics.js';
 import { StreamProtocolV5Name } from '../src/stream-protocol.js';
 import { dialErrorReason, type SessionEnd, type StreamingSession } from '../src/streaming-sessions.js';
 import { parseRemoteCommandOptions } from '../src/wire/remote-command-options.js';
-import { shouldTranslate } from '../translator/stream-close-predicate.js';
-import { StreamTranslatorProxy, type TranslatorResult } from '../translator/stream-translator.js';
+import { StreamTranslatorProxy, type StreamTranslatorOptions, type TranslateRequest, type TranslatorHandle, type TranslatorResult } from '../translator/stream-translator.js';
+import { ReverseStreamTranslatorProxy } from '../translator/reverse-remote-command.js';
 import { abandonRecording } from './recording-start.js';
 import { SessionRecording } from '../src/recording/session-recording.js';
 
-const proxies = new WeakMap<HandlerDeps, StreamTranslatorProxy>();
+/** What both translators offer. */
+interface Translator {
+  translate(t: TranslateRequest): Promise<TranslatorHandle>;
+}
+
+/** The translators' settings from the server's deps. */
+function translatorOptions(deps: HandlerDeps, metrics: StreamTranslatorOptions['metrics']): StreamTranslatorOptions {
+  return { upstream: deps.upstream, metrics, maxBytesPerSec: deps.maxConnectionBytesPerSec, responseTimeoutMs: deps.upgradeResponseTimeoutMs };
+}
+
+/**
+ * The reverse translator's counter: none. `apiserver_stream_translator_requests_total` keeps
+ * kube-apiserver's meaning (WebSocket v5 sessions translated here); reverse-translated sessions are
+ * counted by `kube_stream_proxy_streaming_requests_total{path="reverse_translated"}`.
+ */
+const NOT_COUNTED: StreamTranslatorOptions['metrics'] = { incStreamTranslatorRequest: () => undefined };
+
+/** The one reverse translator of a server (created on first use from its deps). */
+export const reverseTranslatorFor = perServer((deps) => new ReverseStreamTranslatorProxy(translatorOptions(deps, NOT_COUNTED)));
 
 /** The one translator of a server (created on first use from its deps). */
-export function translatorFor(deps: HandlerDeps): StreamTranslatorProxy {
-  let proxy = proxies.get(deps);
-  if (!proxy) {
-    proxy = new StreamTranslatorProxy({
-      upstream: deps.upstream,
-      metrics: deps.metrics,
-      maxBytesPerSec: deps.maxConnectionBytesPerSec,
-      responseTimeoutMs: deps.upgradeResponseTimeoutMs,
-    });
-    proxies.set(deps, proxy);
-  }
-  return proxy;
-}
+export const translatorFor = perServer((deps) => new StreamTranslatorProxy(translatorOptions(deps, deps.metrics)));
 
 /** The exit code carried by a Status on channel 3: 0 for Success, the `ExitCode` cause for NonZeroExitCode. */
 export function exitCodeOf(r: TranslatorResult): number | null {
@@ -79,15 +88,15 @@ function whenTranslatedSessionEnds(done: Promise<TranslatorResult>, handler: Han
   });
 }
 
-/** The delegate for `pods/exec` or `pods/attach`. */
-export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'attach')): UpgradeDelegate {
+/**
+ * One translator as a local path. `reverse`: the client speaks SPDY (its handshake answered by the
+ * reverse translator), else WebSocket v5. Before the hijack (the path tried first) a bad query gets its
+ * 400 Status; after a refused passthrough the decision planned this path only for a good query.
+ */
+function translatorPath(handler: HandlerLabel & ('exec' | 'attach'), reverse: boolean): LocalStreamPath {
+  const translatorOf = (deps: HandlerDeps): Translator => (reverse ? reverseTranslatorFor(deps) : translatorFor(deps));
   return {
-    path: 'translated',
-    protocol: 'websocket',
-    matches(request: FastifyRequest<{ Params: PodParams }>, deps: HandlerDeps): boolean {
-      return shouldTranslate(request.raw.rawHeaders, deps.featureGates);
-    },
-    async serve(request, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession, begun?): Promise<void> {
+    async serve(request, reply: FastifyReply, upgrade: UpgradeContext, deps: HandlerDeps, session: StreamingSession, begun?) {
       const query = new URL(request.raw.url ?? '/', 'http://request.invalid').searchParams;
       const parsed = parseRemoteCommandOptions(query);
       const recording = begun instanceof SessionRecording ? begun : undefined;
@@ -95,11 +104,12 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
         const code = parsed.status.code ?? 400;
         abandonRecording(recording, code, session);
         session.end({ outcome: 'handshake_failed', statusCode: code, ...(parsed.status.message !== undefined ? { message: parsed.status.message } : {}) });
-        sendStatus(reply, parsed.status);
-        return;
+        if (reply.sent) closeAfterAnswer(upgrade.socket, parsed.status);
+        else sendStatus(reply, parsed.status);
+        return { upstreamUpgraded: false };
       }
       reply.hijack();
-      const handle = await translatorFor(deps).translate({
+      const handle = await translatorOf(deps).translate({
         req: request.raw,
         socket: upgrade.socket,
         head: upgrade.head,
@@ -113,18 +123,18 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
       switch (handle.kind) {
         case 'refused':
           deps.metrics.incUpgradeRequest(handler, handle.statusCode);
-          request.log.info({ handler, statusCode: handle.statusCode }, 'upstream refused the translated session; answer relayed');
+          request.log.info({ handler, statusCode: handle.statusCode, reverse }, 'upstream refused the translated session; answer relayed');
           session.end({ outcome: 'upstream_refused', statusCode: handle.statusCode });
-          return;
+          return { upstreamUpgraded: false };
         case 'handshake-failed':
           deps.metrics.incUpgradeRequest(handler, handle.statusCode);
-          request.log.info({ handler }, 'WebSocket handshake refused');
+          request.log.info({ handler, reverse }, reverse ? 'SPDY handshake refused' : 'WebSocket handshake refused');
           session.end({ outcome: 'handshake_failed', statusCode: handle.statusCode, message: handle.message });
-          return;
+          return { upstreamUpgraded: false };
         case 'client-gone':
           request.log.info({ handler }, 'client left before the upstream answered');
           session.end({ outcome: 'client_gone', statusCode: 499 });
-          return;
+          return { upstreamUpgraded: false };
         case 'upgraded':
           break;
       }
@@ -135,9 +145,15 @@ export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'atta
       // the session does (docs/benchmarks.md, "Idle sessions").
       const res = reply.raw as ServerResponse & { socket: unknown };
       if (res.socket === upgrade.socket) res.detachSocket(upgrade.socket as Socket);
-      session.established(() => handle.stop(new ShuttingDownError()), StreamProtocolV5Name);
-      request.log.info({ handler, translated: true }, 'translated connection started');
+      session.established(() => handle.stop(new ShuttingDownError()), reverse ? undefined : StreamProtocolV5Name);
+      request.log.info({ handler, translated: true, reverse }, 'translated connection started');
       whenTranslatedSessionEnds(handle.done, handler, deps, request.log, session, recording);
+      return { upstreamUpgraded: handle.upstreamUpgraded !== false };
     },
   };
+}
+
+/** The local paths of `pods/exec` or `pods/attach`: the translator and the reverse translator. */
+export function streamTranslatorDelegate(handler: HandlerLabel & ('exec' | 'attach')): UpgradeDelegate {
+  return { forward: translatorPath(handler, false), reverse: translatorPath(handler, true) };
 }

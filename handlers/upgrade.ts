@@ -13,6 +13,10 @@ import type { UpgradeContext } from './upgrade-context.js';
 import { abandonRecording } from './recording-start.js';
 import type { BegunRecording } from '../src/recording/session-recorder.js';
 import { RecordingUnavailableError } from '../src/recording/recording-errors.js';
+import type { TryUpgradeOptions, UpgradeOutcome } from '../proxy/upgrade-aware.js';
+
+/** A passthrough attempt the upstream refused before its 101, handed back unrelayed for a fallback. */
+export type RefusedBeforeUpgrade = Extract<UpgradeOutcome, { kind: 'refused-before-upgrade' }>;
 
 /**
  * Proxy the upgrade. Resolves once the upstream has answered (not when the upgraded connection ends).
@@ -20,6 +24,9 @@ import { RecordingUnavailableError } from '../src/recording/recording-errors.js'
  * `session` (pod streaming subresources only) is ended here or when the connection ends;
  * `recording` is created at the upstream's 101 (an enforced one that cannot be is answered 503
  * instead) and tapped by the splice (which closes it), or abandoned here when there is no 101.
+ * With `options.fallbackFrom` (a planned fallback, handlers/stream-path.ts) a refusal it takes is
+ * returned unanswered and uncounted: the session, the recording and the client's socket (paused,
+ * early bytes unread) go on to the next attempt.
  */
 export async function proxyUpgrade(
   request: FastifyRequest,
@@ -29,9 +36,11 @@ export async function proxyUpgrade(
   handler: HandlerLabel,
   session?: StreamingSession,
   recording?: BegunRecording,
-): Promise<void> {
+  options?: TryUpgradeOptions,
+): Promise<RefusedBeforeUpgrade | undefined> {
   reply.hijack();
-  const outcome = await deps.upgradeProxy.tryUpgrade(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto), recording);
+  const outcome = await deps.upgradeProxy.tryUpgrade(request.raw, upgrade.socket, upgrade.head, clientInfo(request.raw, deps.proto), recording, options);
+  if (outcome.kind === 'refused-before-upgrade') return outcome;
   // The recording was created at the upstream's 101 (by the proxy, before the client's 101); without one, nothing is stored.
   if (outcome.kind !== 'upgraded') abandonRecording(recording, outcome.statusCode, session);
   deps.metrics.incUpgradeRequest(handler, outcome.statusCode);
@@ -54,12 +63,12 @@ export async function proxyUpgrade(
         const exit = seen && 'exitCode' in seen ? { exitCode: seen.exitCode } : { exitCodeUnknown };
         session?.end({ outcome: deps.sessions.stopping ? 'shutdown' : 'success', statusCode: 101, bytes: splice.bytes, ...exit });
       });
-      return;
+      return undefined;
     }
     case 'forwarded':
       request.log.info({ handler, statusCode: outcome.statusCode }, 'upstream refused the upgrade; answer relayed');
       session?.end({ outcome: 'upstream_refused', statusCode: outcome.statusCode, exitCodeUnknown });
-      return;
+      return undefined;
     case 'error': {
       request.log.warn({ handler, statusCode: outcome.statusCode, err: outcome.error }, 'upgrade failed');
       const message = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
@@ -74,11 +83,11 @@ export async function proxyUpgrade(
         message,
         exitCodeUnknown,
       });
-      return;
+      return undefined;
     }
     case 'client-gone':
       request.log.info({ handler }, 'client left before the upstream answered');
       session?.end({ outcome: 'client_gone', statusCode: 499, exitCodeUnknown });
-      return;
+      return undefined;
   }
 }

@@ -4,7 +4,8 @@
  * head (nothing more: bytes the client sent after it wait for the 101), reads the upstream's response
  * head with every byte kept, and then either splices the two sockets (101, the client's early bytes
  * first), replays the upstream's error verbatim (≥ 400, the connection then closed) or answers a
- * Kubernetes Status. The client socket is already hijacked: every answer is raw bytes.
+ * Kubernetes Status — or, when the caller will ask again in another protocol, hands a refusal back
+ * unrelayed (`fallbackFrom`, issue 32). The client socket is already hijacked: every answer is raw bytes.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -32,6 +33,7 @@ import { closeAfterAnswer } from '../src/wire/close-after-answer.js';
 import { relayObserverFor } from '../src/recording/relay-observer.js';
 import type { BegunRecording } from '../src/recording/session-recorder.js';
 import { exchangeUpgradeHead } from '../src/upstream/upstream-exchange.js';
+import { readRefusalBody, type UpstreamRefusal } from '../src/wire/refusal-body.js';
 
 /** The few settings the one caller needs (not Go's pile of booleans). */
 export interface UpgradeAwareProxyOptions {
@@ -54,7 +56,28 @@ export type UpgradeOutcome =
   /** We answered a Status for this error. */
   | { kind: 'error'; statusCode: number; error: unknown }
   /** The client went away before there was anything to answer. */
-  | { kind: 'client-gone'; statusCode: 499 };
+  | { kind: 'client-gone'; statusCode: 499 }
+  /**
+   * {@link TryUpgradeOptions.fallbackFrom}: the upstream answered `statusCode` before any 101 and it
+   * was NOT relayed. Nothing was written to the client, whose socket stays paused with its early bytes
+   * unread; the upstream connection is destroyed. The caller asks again in another protocol.
+   */
+  | { kind: 'refused-before-upgrade'; statusCode: number; response: CompleteResponseHead; refusal: UpstreamRefusal };
+
+/** Per-request choices of {@link UpgradeAwareProxy.tryUpgrade}. */
+export interface TryUpgradeOptions {
+  /**
+   * A non-101 answer for which this returns true is not relayed (`refused-before-upgrade`): the
+   * caller will try another protocol. Asked with the answer's body read first when it is a small
+   * Content-Length one (src/wire/refusal-body.ts), so a Kubernetes `Status` can be told from a
+   * refusal of the protocol. Never asked for a 401: refused credentials are refused in every
+   * protocol, so a 401 is always relayed.
+   */
+  fallbackFrom?: (refusal: UpstreamRefusal) => boolean;
+}
+
+/** Status codes never fallen back from: the caller's credentials were refused (kubectl's own fallback relays them too). */
+const ALWAYS_RELAYED = 401;
 
 /** Header lines of an upgrade request that are kept exactly as sent, even if `Connection` names them. */
 function isProtocolHeader(lowerName: string): boolean {
@@ -84,9 +107,9 @@ export class UpgradeAwareProxy {
    * Node read past the request head. Never throws: every failure is answered on `socket`.
    * `recording` (session recording, begun by the handler): at a 101 it is created on the sink before
    * the client's 101 is written, then the splice taps it (with the splice(2) fast path off); the
-   * caller abandons it when there was no 101.
+   * caller abandons it when there was no 101. `options.fallbackFrom`: see {@link TryUpgradeOptions}.
    */
-  async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo, recording?: BegunRecording): Promise<UpgradeOutcome> {
+  async tryUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: ClientInfo, recording?: BegunRecording, options: TryUpgradeOptions = {}): Promise<UpgradeOutcome> {
     // Leave later client bytes in the socket until the upstream has said 101; they are relayed then.
     socket.pause();
     const upstream = routeOf(req, this.#options.upstream);
@@ -108,8 +131,21 @@ export class UpgradeAwareProxy {
         closeAfterAnswer(socket, status);
         return { kind: 'error', statusCode: status.code ?? 500, error: exchange.error };
       }
-      case 'answered':
-        return this.#answer(req, socket, exchange.upstreamSocket, exchange.response, head, recording);
+      case 'answered': {
+        const { statusCode } = exchange.response.head;
+        let response = exchange.response;
+        if (statusCode !== 101 && statusCode !== ALWAYS_RELAYED && options.fallbackFrom) {
+          const read = await readRefusalBody(exchange.upstreamSocket, response);
+          response = read.response;
+          if (options.fallbackFrom(read.refusal)) {
+            // Nothing was started upstream by a refused upgrade, and nothing goes to the client: the
+            // caller's next attempt answers it. This connection is not reused (it carried a refusal).
+            exchange.upstreamSocket.destroy();
+            return { kind: 'refused-before-upgrade', statusCode, response, refusal: read.refusal };
+          }
+        }
+        return this.#answer(req, socket, exchange.upstreamSocket, response, head, recording);
+      }
     }
   }
 

@@ -11,6 +11,8 @@
 #   openssl     openssl              the dev PKI (dev/dev-pki.ts): test certificates and the demo's aggregated backend
 #   chromium    chromium             real headless Chromium: the recorder's /sessions/ page (test/src/recording/recorder-page.test.ts), the OIDC sign-in page and a browser's WebSocket exec (test/e2e/jwt-browser.test.ts)
 #   asciinema   asciinema            asciinema 2.2 reads the recordings (test/src/recording/asciinema-cli.test.ts)
+#   python3-kubernetes  (module)     the Python client (WebSocket v4 exec and port-forward) through the proxy
+#                                    (test/e2e/python-client.test.ts), run by Debian's /usr/bin/python3
 #
 # All present: exits 0 at once (a handful of `command -v`, no process started). Missing ones are
 # installed when this runs as root with apt-get (one `apt-get update`, then `apt-get install`, both
@@ -40,6 +42,8 @@ check_all() {
   need openssl openssl
   need chromium chromium
   need asciinema asciinema
+  # Debian's own Python (the module is Debian's), or KSP_PYTHON (the script's test).
+  "${KSP_PYTHON:-/usr/bin/python3}" -c 'import kubernetes' >/dev/null 2>&1 || missing="$missing python3-kubernetes"
 }
 
 check_all

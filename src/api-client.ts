@@ -43,6 +43,24 @@ export interface PodInfo {
 export interface NodeInfo {
   addresses: { type: string; address: string }[];
   kubeletPort?: number;
+  /**
+   * `status.declaredFeatures` (NodeDeclaredFeatures, Kubernetes ≥ 1.35): what the node's kubelet
+   * declares it supports, e.g. `ExtendWebSocketsToKubelet`; empty when the node lists none.
+   */
+  declaredFeatures?: string[];
+}
+
+/**
+ * `status.declaredFeatures` of a Node's JSON: the strings of the list, nothing else. client-node 1.4's
+ * model predates the field and drops it, so it is read from the answer's text.
+ */
+export function declaredFeaturesOf(nodeJson: string): string[] {
+  try {
+    const list = (JSON.parse(nodeJson) as { status?: { declaredFeatures?: unknown } } | null)?.status?.declaredFeatures;
+    return Array.isArray(list) ? list.filter((f): f is string => typeof f === 'string') : [];
+  } catch {
+    return [];
+  }
 }
 
 /** The slice of a Service that endpoint resolution reads. */
@@ -155,6 +173,7 @@ export function createProxyApiClient(loadConfig: () => Promise<KubeConfig>): Pro
     authn: import('@kubernetes/client-node').AuthenticationV1Api;
     authz: import('@kubernetes/client-node').AuthorizationV1Api;
     discovery: import('@kubernetes/client-node').DiscoveryV1Api;
+    Observable: typeof import('@kubernetes/client-node').Observable;
   }> | undefined;
   const get = (): NonNullable<typeof apis> =>
     (apis ??= (async () => {
@@ -165,6 +184,7 @@ export function createProxyApiClient(loadConfig: () => Promise<KubeConfig>): Pro
         authn: kc.makeApiClient(k8s.AuthenticationV1Api),
         authz: kc.makeApiClient(k8s.AuthorizationV1Api),
         discovery: kc.makeApiClient(k8s.DiscoveryV1Api),
+        Observable: k8s.Observable,
       };
     })());
   return {
@@ -191,10 +211,23 @@ export function createProxyApiClient(loadConfig: () => Promise<KubeConfig>): Pro
       }
     },
     async readNode(name) {
-      const { core } = await get();
+      const { core, Observable } = await get();
       try {
-        const node = await core.readNode({ name });
-        const info: NodeInfo = { addresses: (node.status?.addresses ?? []).map((a) => ({ type: a.type, address: a.address })) };
+        // The answer's text is kept (the body read once, handed on) for the fields the model drops.
+        let text = '';
+        const keepText = {
+          pre: (c: import('@kubernetes/client-node').RequestContext) => new Observable(Promise.resolve(c)),
+          post: (c: import('@kubernetes/client-node').ResponseContext) =>
+            new Observable(
+              c.body.text().then((body) => {
+                text = body;
+                c.body = { text: async () => body, binary: async () => Buffer.from(body) };
+                return c;
+              }),
+            ),
+        };
+        const node = await core.readNode({ name }, { middleware: [keepText], middlewareMergeStrategy: 'append' });
+        const info: NodeInfo = { addresses: (node.status?.addresses ?? []).map((a) => ({ type: a.type, address: a.address })), declaredFeatures: declaredFeaturesOf(text) };
         const port = node.status?.daemonEndpoints?.kubeletEndpoint?.Port;
         if (port) info.kubeletPort = port;
         return info;

@@ -9,7 +9,14 @@
  * the proxy, and an unverified name would be worse than none; a recorded session then says why
  * (`userUnknown`).
  */
-import type { ClientProtocolLabel, SessionOutcome, SessionPathLabel, SubresourceLabel } from './metrics.js';
+import type { ClientProtocolLabel, SessionOutcome, SessionPathLabel, StreamingProtocolLabel, SubresourceLabel } from './metrics.js';
+
+/** A fallback before the 101 (handlers/stream-path.ts): the client's protocol refused with `statusCode`, asked again in `to`. */
+export interface StreamingFallback {
+  from: StreamingProtocolLabel;
+  to: StreamingProtocolLabel;
+  statusCode: number;
+}
 
 /** Message of every audit line, so it can be grepped as well as filtered on `audit`. */
 export const AUDIT_MESSAGE = 'streaming session';
@@ -40,8 +47,17 @@ export interface AuditEvent {
   clientProtocol: ClientProtocolLabel;
   /** The negotiated subprotocol (`v5.channel.k8s.io`, `v4.channel.k8s.io`, `SPDY/3.1+portforward.k8s.io`…), when known. */
   subprotocol?: string;
-  /** How the proxy served it. */
+  /**
+   * How the proxy served it: `passthrough` (bytes relayed unchanged), `translated` (v5 → SPDY),
+   * `tunnel` (the port-forward tunnel unwrapped), `reverse_translated` (SPDY → v5), `reverse_tunnel`
+   * (SPDY port-forward wrapped into the tunnel). After a fallback, the fallback's path.
+   */
   path: SessionPathLabel;
+  /**
+   * Present when the upstream refused the client's own protocol before its 101 and the session was
+   * asked again in the other one: `{from, to, statusCode}` (protocols `websocket` or `spdy`).
+   */
+  fallback?: StreamingFallback;
   /** The client's address (logs only, never a metric label). */
   sourceIP?: string;
   userAgent?: string;

@@ -56,6 +56,13 @@ Security (docs/security.md):
   --upstream-mode apiserver|kubelet   apiserver (default): everything goes to --upstream. kubelet: API
                                       requests still go there; exec/attach/portforward go straight to the
                                       pod's kubelet (pod -> node -> address via the API).
+  --upstream-streaming auto|websocket|spdy  The protocol exec/attach/port-forward speak to an upstream
+                                      apiserver, agent cluster or APIService backend (kubelets: their
+                                      node's declaredFeatures decide). auto (default): the client's own
+                                      first; refused before the 101 (not 401) -> the other one, translated
+                                      here, remembered per upstream for 5m. websocket: never SPDY upstream
+                                      (SPDY clients translated). spdy: never WebSocket v5 or the tunnel
+                                      upstream (translated here, as before Kubernetes 1.36).
   --authn passthrough|impersonate     passthrough (default with apiserver): callers' Authorization and
                                       Impersonate-* go upstream unchanged, never the proxy's credentials.
                                       impersonate (required with kubelet): the proxy authenticates callers
@@ -137,7 +144,9 @@ Session recording (docs/recording.md):
 
 Other:
   --max-connection-bytes-per-sec N    Per-direction limit on each upgraded connection (default 0 = unlimited).
-  --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets (both default true).
+  --feature-gates A=true,B=false      TranslateStreamCloseWebsocketRequests, PortForwardWebsockets,
+                                      AuthorizePodWebsocketUpgradeCreatePermission, ExtendWebSocketsToKubelet
+                                      (all default true).
   --upgrade-response-timeout DURATION Wait for the upstream's upgrade answer (default ${DEFAULT_UPGRADE_RESPONSE_TIMEOUT}).
   --request-timeout DURATION          Cut a request that is not long-running (watch, exec, attach, portforward,
                                       proxy, log) after this long with a 504 Timeout Status, as kube-apiserver's
@@ -170,6 +179,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
         'in-cluster': { type: 'boolean', default: false },
         'upstream-insecure-skip-tls-verify': { type: 'boolean', default: false },
         'upstream-mode': { type: 'string' },
+        'upstream-streaming': { type: 'string' },
         authn: { type: 'string' },
         'client-ca-file': { type: 'string' },
         'requestheader-client-ca-file': { type: 'string' },
@@ -242,6 +252,7 @@ export async function serveCommand(argv: string[]): Promise<number | void> {
       inCluster: values['in-cluster'],
       upstreamInsecureSkipTlsVerify: values['upstream-insecure-skip-tls-verify'],
       upstreamMode: values['upstream-mode'],
+      upstreamStreaming: values['upstream-streaming'],
       authn: values.authn,
       clientCaFile: values['client-ca-file'],
       requestheaderClientCaFile: values['requestheader-client-ca-file'],

@@ -49,6 +49,22 @@ export const DEFAULT_REQUEST_TIMEOUT = '0';
 /** Default per-connection bandwidth: 0 = unlimited, as kube-apiserver's `--max-connection-bytes-per-sec`. */
 export const DEFAULT_MAX_CONNECTION_BYTES_PER_SEC = 0;
 
+/**
+ * `--upstream-streaming`: which protocol exec, attach and port-forward speak to an upstream apiserver,
+ * an agent's cluster or an APIService backend (not to kubelets: there the node's `declaredFeatures`
+ * decide). `auto`: the client's own protocol first, the other one (translated here) when the upstream
+ * refuses it before its 101; `websocket`: never SPDY upstream (WebSocket passed through, SPDY clients
+ * translated); `spdy`: never WebSocket v5 or the tunnel upstream (translated here, as before 1.36).
+ */
+export type UpstreamStreaming = 'auto' | 'websocket' | 'spdy';
+
+/**
+ * Default `--upstream-streaming`: `auto`. Choosing by version is wrong (OpenShift ships ≥ 1.30 and
+ * refuses WebSocket exec; gateways never offered SPDY): ask in the client's protocol, fall back before
+ * the 101, as kubectl's own fallback does.
+ */
+export const DEFAULT_UPSTREAM_STREAMING: UpstreamStreaming = 'auto';
+
 /** Listener TLS material (PEM). */
 export interface ListenTls {
   cert: Buffer;
@@ -107,6 +123,8 @@ export interface ProxyConfig {
   maxConnectionBytesPerSec: number;
   /** Kubernetes feature gates (`--feature-gates`). */
   featureGates: FeatureGates;
+  /** `--upstream-streaming`; {@link DEFAULT_UPSTREAM_STREAMING} when absent. */
+  upstreamStreaming?: UpstreamStreaming;
   /** How long to wait for the upstream's response head on an upgrade, in milliseconds. */
   upgradeResponseTimeoutMs: number;
   /** After SIGTERM, how long streaming sessions may run before the proxy ends them, in milliseconds. */
@@ -153,6 +171,7 @@ export interface ServeFlags extends RecordingFlags, JwtServeFlags {
   requestTimeout?: string;
   upstreamInsecureSkipTlsVerify?: boolean;
   upstreamMode?: string;
+  upstreamStreaming?: string;
   authn?: string;
   clientCaFile?: string;
   requestheaderClientCaFile?: string;
@@ -432,6 +451,10 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
   }
 
   const featureGates = parseFeatureGates(flags.featureGates);
+  const upstreamStreaming = (flags.upstreamStreaming ?? DEFAULT_UPSTREAM_STREAMING) as UpstreamStreaming;
+  if (upstreamStreaming !== 'auto' && upstreamStreaming !== 'websocket' && upstreamStreaming !== 'spdy') {
+    throw new ConfigError(`--upstream-streaming: want auto, websocket or spdy, got ${JSON.stringify(flags.upstreamStreaming)}`);
+  }
 
   let upgradeResponseTimeoutMs: number;
   try {
@@ -472,6 +495,7 @@ export async function resolveConfig(flags: ServeFlags): Promise<ProxyConfig> {
     ...(agents ? { agents } : {}),
     maxConnectionBytesPerSec: Number(bpsText),
     featureGates,
+    upstreamStreaming,
     upgradeResponseTimeoutMs,
     shutdownGracePeriodMs,
     requestTimeoutMs,

@@ -5,15 +5,28 @@
 import { ConfigError } from './errors.js';
 
 /**
- * Known gates and their defaults. Both default to true because they are beta and on by default in
- * kube-apiserver from 1.30 (`TranslateStreamCloseWebsocketRequests`) and 1.31 (`PortForwardWebsockets`),
- * which is the behaviour kubectl ≥ 1.30 expects from a server.
+ * Known gates and their defaults, all beta and on by default in kube-apiserver:
+ * `TranslateStreamCloseWebsocketRequests` from 1.30, `PortForwardWebsockets` from 1.31,
+ * `AuthorizePodWebsocketUpgradeCreatePermission` from 1.35 and `ExtendWebSocketsToKubelet` from 1.36
+ * (KEP-4006; all four are planned to be locked on in 1.38). That is the behaviour kubectl ≥ 1.30
+ * expects from a server.
  */
 export const FEATURE_GATE_DEFAULTS = {
-  /** WebSocket `v5.channel.k8s.io` exec/attach is translated to SPDY upstream. */
+  /** WebSocket `v5.channel.k8s.io` exec/attach is translated to SPDY where the upstream cannot take it. */
   TranslateStreamCloseWebsocketRequests: true,
-  /** WebSocket `SPDY/3.1+portforward.k8s.io` port-forward is tunnelled to SPDY upstream. */
+  /** WebSocket `SPDY/3.1+portforward.k8s.io` port-forward is tunnelled to SPDY where the upstream cannot take it. */
   PortForwardWebsockets: true,
+  /**
+   * A GET WebSocket upgrade to pods/exec, attach or portforward is authorized as `create`, as a SPDY
+   * POST is (`--authn impersonate`); off: as `get`, as kube-apiserver < 1.35 did.
+   */
+  AuthorizePodWebsocketUpgradeCreatePermission: true,
+  /**
+   * `--upstream-mode kubelet`: v5 exec/attach and the port-forward tunnel are passed through to a
+   * kubelet whose node lists `ExtendWebSocketsToKubelet` in `status.declaredFeatures`, which
+   * translates itself; off: always translated here, as before 1.36.
+   */
+  ExtendWebSocketsToKubelet: true,
 } as const;
 
 /** A known gate's name. */

@@ -21,12 +21,22 @@ export type ClientProtocolLabel = 'spdy' | 'websocket' | 'tunnel';
 
 /**
  * The path a streaming request took (`path` label): bytes relayed unchanged, WebSocket v5 translated
- * to SPDY, or the port-forward WebSocket tunnel.
+ * to SPDY, the port-forward WebSocket tunnel unwrapped to SPDY, or (toward an upstream that refused
+ * SPDY) SPDY exec/attach translated to v5 and SPDY port-forward wrapped into the tunnel.
  */
-export type SessionPathLabel = 'passthrough' | 'translated' | 'tunnel';
+export type SessionPathLabel = 'passthrough' | 'translated' | 'tunnel' | 'reverse_translated' | 'reverse_tunnel';
 
-/** `apiserver_websocket_streaming_requests_total{proxy_type}` (KEP-4006 names). */
-export type WebSocketProxyType = 'translated_at_apiserver' | 'proxied_to_kubelet';
+/**
+ * `apiserver_websocket_streaming_requests_total{proxy_type}`: kube-apiserver's values (KEP-4006) where
+ * the proxy stands in its place — `proxied_to_kubelet` (passed through to a kubelet),
+ * `translated_at_apiserver` (v5 translated here), `tunneled_at_apiserver` (the tunnel unwrapped here) —
+ * and the proxy's own `proxied_to_upstream`: passed through to an upstream apiserver, an agent's
+ * cluster or an APIService backend, which translates or passes it on itself.
+ */
+export type WebSocketProxyType = 'translated_at_apiserver' | 'tunneled_at_apiserver' | 'proxied_to_kubelet' | 'proxied_to_upstream';
+
+/** The streaming protocol of one upstream attempt (`from`/`to` labels of the fallback counter). */
+export type StreamingProtocolLabel = 'websocket' | 'spdy';
 
 /**
  * How a streaming request ended (`outcome` label), one closed set:
@@ -129,6 +139,12 @@ export interface ProxyMetrics extends TunnelMetrics {
    * WebSocket streaming request, counted when its path is chosen.
    */
   incWebSocketStreamingRequest(subresource: SubresourceLabel, proxyType: WebSocketProxyType): void;
+  /**
+   * `kube_stream_proxy_upstream_streaming_fallbacks_total{from,to,code}`: the upstream refused an
+   * upgrade in the client's protocol (`from`) with `code` before any 101, and it was asked again in
+   * the other protocol (`to`), translated here.
+   */
+  incStreamingFallback(from: StreamingProtocolLabel, to: StreamingProtocolLabel, code: number): void;
   /** One streaming request ended (counted once, at its end, whatever happened). */
   incStreamingRequest(subresource: SubresourceLabel, protocol: ClientProtocolLabel, path: SessionPathLabel, outcome: SessionOutcome): void;
   /** A WebSocket streaming request (translated, tunnel or passthrough) failed. */
@@ -204,8 +220,14 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
   });
   const websocketStreaming = new Counter({
     name: 'apiserver_websocket_streaming_requests_total',
-    help: 'Total number of WebSocket streaming requests (exec, attach, portforward), by subresource and whether the proxy translated them or passed them through to the kubelet',
+    help: 'Total number of WebSocket streaming requests (exec, attach, portforward) routed by the proxy, labeled by subresource and proxy_type: proxied_to_kubelet when passed through to a kubelet, proxied_to_upstream when passed through to an upstream API server, agent cluster or APIService backend, translated_at_apiserver (exec, attach) or tunneled_at_apiserver (portforward) when translated by the proxy.',
     labelNames: ['subresource', 'proxy_type'] as const,
+    registers: [registry],
+  });
+  const streamingFallbacks = new Counter({
+    name: `${METRICS_NAMESPACE}_upstream_streaming_fallbacks_total`,
+    help: 'Streaming upgrades the upstream refused before its 101 in the client\'s protocol (from) and that were asked again in the other protocol (to), translated by the proxy, by the refusal\'s status code.',
+    labelNames: ['from', 'to', 'code'] as const,
     registers: [registry],
   });
   const streamingRequests = new Counter({
@@ -329,6 +351,7 @@ export function createMetrics(registry: Registry, options: { processMetrics?: bo
     incTunnelStreamRetry: (cluster) => tunnelRetries.inc({ cluster }),
     incTunnelDropped: (reason) => tunnelDropped.inc({ reason }),
     incWebSocketStreamingRequest: (subresource, proxyType) => websocketStreaming.inc({ subresource, proxy_type: proxyType }),
+    incStreamingFallback: (from, to, code) => streamingFallbacks.inc({ from, to, code: String(code) }),
     incStreamingRequest: (subresource, protocol, path, outcome) => streamingRequests.inc({ subresource, protocol, path, outcome }),
     incWebSocketFailure: (reason) => websocketFailures.inc({ reason }),
     addActiveSessions: (subresource, path, delta) => activeSessions.inc({ subresource, path }, delta),

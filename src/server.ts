@@ -41,7 +41,8 @@ import { reviewersPerCluster } from './auth/reviewers.js';
 import { createWebSocketOriginHook } from './auth/origin-hook.js';
 import { DEFAULT_WEBSOCKET_ALLOWED_ORIGINS } from './auth/websocket-origin.js';
 import { DEFAULT_EXTRA_HEADER_PREFIXES, DEFAULT_GROUP_HEADERS, DEFAULT_UID_HEADERS, DEFAULT_USERNAME_HEADERS } from './auth/request-header.js';
-import type { ProxyConfig } from './config.js';
+import { DEFAULT_UPSTREAM_STREAMING, type ProxyConfig } from './config.js';
+import { UpstreamStreamingMemory } from './routing/upstream-streaming-memory.js';
 import { KubeletLocator } from './routing/kubelet/kubelet-locator.js';
 import { Router, type RouteResolver } from './routing/router.js';
 import { createStreamQueryHook } from './routing/stream-query.js';
@@ -328,6 +329,7 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
       requestHeaderPrefixes: lower([...DEFAULT_EXTRA_HEADER_PREFIXES, ...(requestHeader?.extraHeaderPrefixes ?? [])]),
       isOwnRequest,
       ...(config.websocketAllowedOrigins ? { allowedOrigins: config.websocketAllowedOrigins } : {}),
+      createForWebSocketUpgrade: config.featureGates.AuthorizePodWebsocketUpgradeCreatePermission,
       ...(api && security?.authn === 'impersonate'
         ? {
             ...reviewersOf(api),
@@ -357,6 +359,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
     metrics,
     sessions,
     featureGates: config.featureGates,
+    upstreamStreaming: config.upstreamStreaming ?? DEFAULT_UPSTREAM_STREAMING,
+    streamingMemory: new UpstreamStreamingMemory(),
     proto: config.tls ? 'https' : 'http',
     maxConnectionBytesPerSec: config.maxConnectionBytesPerSec,
     upgradeResponseTimeoutMs: config.upgradeResponseTimeoutMs,

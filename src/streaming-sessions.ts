@@ -7,7 +7,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { UpstreamTimeoutError, UpstreamUnreachableError } from './errors.js';
-import { writeAuditEvent, type AuditEvent, type AuditSink } from './audit.js';
+import { writeAuditEvent, type AuditEvent, type AuditSink, type StreamingFallback } from './audit.js';
 import type {
   ClientProtocolLabel,
   DialErrorReason,
@@ -36,6 +36,11 @@ export interface SessionFacts {
   userUnknown?: string;
   /** The session's recording (docs/recording.md): its id, set once the recording has begun. */
   recordingId?: string;
+  /**
+   * The upstream refused the client's protocol (`from`) before its 101 with `statusCode`, and the
+   * session was asked again in `to`, translated here (`path` is then the fallback's).
+   */
+  fallback?: StreamingFallback;
 }
 
 /** How a streaming request ended. */
@@ -148,6 +153,7 @@ export class StreamingSession {
       clientProtocol: protocol,
       ...(this.#subprotocol !== undefined ? { subprotocol: this.#subprotocol } : {}),
       path,
+      ...(f.fallback !== undefined ? { fallback: f.fallback } : {}),
       ...(f.sourceIP !== undefined ? { sourceIP: f.sourceIP } : {}),
       ...(f.user !== undefined ? { user: f.user } : {}),
       ...(f.userUnknown !== undefined ? { userUnknown: f.userUnknown } : {}),

@@ -1,9 +1,8 @@
 /**
- * kube-apiserver's test for "translate this request": `wsstream.IsWebSocketRequestWithStreamCloseProtocol`
- * plus the `TranslateStreamCloseWebsocketRequests` feature gate. Everything it rejects goes to the
- * byte passthrough unchanged (SPDY, WebSocket v1–v4, …).
+ * kube-apiserver's test for a WebSocket v5 request: `wsstream.IsWebSocketRequestWithStreamCloseProtocol`.
+ * The decision of handlers/stream-path.ts reads it (with gate `TranslateStreamCloseWebsocketRequests`)
+ * to tell v5 exec/attach apart from SPDY and the legacy WebSocket protocols (v1–v4).
  */
-import type { FeatureGates } from '../src/feature-gate.js';
 import { StreamProtocolV5Name } from '../src/stream-protocol.js';
 
 /** The request header lines the predicate reads, as Node's `rawHeaders` (`[name, value, …]`). */
@@ -35,9 +34,4 @@ export function isWebSocketRequestWithStreamCloseProtocol(raw: RawHeaderList): b
   const first = lines(raw, 'sec-websocket-protocol')[0];
   if (first === undefined) return false;
   return first.split(',').some((p) => p.trim() === StreamProtocolV5Name);
-}
-
-/** The full decision: gate on and the predicate holds. */
-export function shouldTranslate(raw: RawHeaderList, gates: Pick<FeatureGates, 'TranslateStreamCloseWebsocketRequests'>): boolean {
-  return gates.TranslateStreamCloseWebsocketRequests && isWebSocketRequestWithStreamCloseProtocol(raw);
 }

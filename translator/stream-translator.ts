@@ -108,6 +108,11 @@ export type TranslatorHandle =
       /** Resolves once the session is over and the client socket is closed. */
       done: Promise<TranslatorResult>;
       /**
+       * False when the upstream never said 101 (dial error, timeout, a 3xx, a bad 101: told on channel
+       * 3); absent or true when it did. The decision's memory turns only on a 101 (handlers/stream-path.ts).
+       */
+      upstreamUpgraded?: boolean;
+      /**
        * End the session now with `reason`'s Status on channel 3 (e.g. {@link ShuttingDownError}), then
        * close 1000. No-op once the outcome is known.
        */
@@ -195,7 +200,12 @@ export class StreamTranslatorProxy {
     const stopper = new SessionStopper();
     // Both handshakes are done: the session's recording is created on the sink now, not before.
     if (opening.kind === 'upgraded') t.recording?.upgraded();
-    return { kind: 'upgraded', done: this.#run(t.options, t.log, upgraded.ws, upstream, stopper, t.recording), stop: (reason: Error) => stopper.stop(reason) };
+    return {
+      kind: 'upgraded',
+      done: this.#run(t.options, t.log, upgraded.ws, upstream, stopper, t.recording),
+      upstreamUpgraded: opening.kind === 'upgraded',
+      stop: (reason: Error) => stopper.stop(reason),
+    };
   }
 
   /**

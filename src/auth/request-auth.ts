@@ -56,6 +56,8 @@ export interface RequestAuthOptions {
    * authenticated by a client certificate must come from a listed origin (`websocket-origin.ts`, rule 3).
    */
   allowedOrigins?: AllowedOrigins;
+  /** Gate `AuthorizePodWebsocketUpgradeCreatePermission` (default on): see `streamReviewAttributes`. */
+  createForWebSocketUpgrade?: boolean;
   log?: { warn(obj: object, msg: string): void };
 }
 
@@ -121,8 +123,9 @@ export function createRequestAuthHook(o: RequestAuthOptions): (request: FastifyR
         user = await impersonate(caller.user, asked, authorizer);
         checkIdentity(user);
       }
-      // pods/exec|attach|portforward, and the kubelet's streams through nodes/proxy: `create`, whatever the method.
-      const review = streamReviewAttributes(req.url ?? '/');
+      // pods/exec|attach|portforward, and the kubelet's streams through nodes/proxy: `create`, whatever the
+      // method (pods: a GET as `get` with AuthorizePodWebsocketUpgradeCreatePermission off).
+      const review = streamReviewAttributes(req.url ?? '/', { ...(req.method !== undefined ? { method: req.method } : {}), createForWebSocketUpgrade: o.createForWebSocketUpgrade ?? true });
       if (review) await authorizer.authorize(user, review);
     } catch (e) {
       if (e instanceof ForbiddenError) return sendStatus(res, e.status);

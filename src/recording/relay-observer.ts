@@ -7,7 +7,8 @@
  * | exec/attach | SPDY/3.1 (`X-Stream-Protocol-Version` v1–v4) | {@link SpdyTap} |
  * | exec/attach | WebSocket (`Sec-WebSocket-Protocol` as answered, v1–v5) | {@link WebSocketTap} |
  * | portforward | SPDY/3.1 (`portforward.k8s.io`) | byte counts + a SpdyTap reading only the client's stream headers (`port`, the first value, as the kubelet reads it); headers it cannot read make the record `incomplete` |
- * | portforward | WebSocket / the tunnel | byte counts (ports from the `ports` query) |
+ * | portforward | WebSocket `SPDY/3.1+portforward.k8s.io` (the tunnel, passed through) | byte counts + the client's WebSocket frames unwrapped into the SpdyTap above (kubectl's tunnel request has no `ports` query) |
+ * | portforward | WebSocket v1–v4 / the tunnel unwrapped by the proxy | byte counts (ports from the `ports` query; the unwrapping tunnel feeds the SPDY bytes itself) |
  *
  * The translator does not use this: it calls the {@link SessionRecording} (a RemoteCommandObserver)
  * itself.
@@ -18,6 +19,7 @@ import { PortForwardRecording } from './port-forward-recording.js';
 import type { BegunRecording } from './session-recorder.js';
 import { SpdyTap } from './spdy-tap.js';
 import { WebSocketTap } from './ws-tap.js';
+import { unmaskedCopy, WsFrameReader } from './ws-frame-reader.js';
 
 /** What the upgrade negotiated. */
 export interface NegotiatedProtocol {
@@ -27,13 +29,34 @@ export interface NegotiatedProtocol {
   subprotocol: string;
 }
 
-/** Port-forward over SPDY: counts both ways, reads the client's stream headers for ports. */
+/** The WebSocket subprotocol prefix of the port-forward tunnel (client-go `WebsocketsSPDYTunnelingPrefix`). */
+const TUNNELING_PREFIX = 'spdy/3.1+';
+
+/**
+ * Port-forward over SPDY: counts both ways, reads the client's stream headers for ports. Over the
+ * WebSocket tunnel (`websocket`), the client's frames are unwrapped first: their binary payloads, in
+ * order, are the SPDY connection (read frame by frame as the kubelet's x/net-style reader would: a
+ * continuation is data, a ping skipped, a close ends it).
+ */
 class SpdyPortForwardObserver implements RelayObserver {
   readonly #pf: PortForwardRecording;
   readonly #headers: SpdyTap;
+  readonly #frames: WsFrameReader | undefined;
   #bytes: RelayedBytes | undefined;
-  constructor(pf: PortForwardRecording) {
+  constructor(pf: PortForwardRecording, carrier: 'spdy' | 'websocket') {
     this.#pf = pf;
+    this.#frames =
+      carrier === 'websocket'
+        ? new WsFrameReader(
+            {
+              data: (opcode, piece, mask, offset) => {
+                if ((opcode === 0 || opcode === 2) && piece.length > 0) this.#headers.fromClient(unmaskedCopy(piece, mask, offset));
+              },
+              close: () => undefined,
+            },
+            'x-net-websocket-server',
+          )
+        : undefined;
     this.#headers = new SpdyTap(undefined, {
       protocol: '',
       onStreamHeaders: (h) => {
@@ -51,7 +74,8 @@ class SpdyPortForwardObserver implements RelayObserver {
   }
   fromClient(chunk: Buffer): void {
     this.#pf.fromClient(chunk);
-    this.#headers.fromClient(chunk);
+    if (this.#frames) this.#frames.push(chunk);
+    else this.#headers.fromClient(chunk);
   }
   fromUpstream(chunk: Buffer): void {
     this.#pf.fromUpstream(chunk);
@@ -68,7 +92,8 @@ class SpdyPortForwardObserver implements RelayObserver {
 /** The passthrough relay's observer for `recording` on `protocol`. */
 export function relayObserverFor(recording: BegunRecording, protocol: NegotiatedProtocol): RelayObserver {
   if (recording instanceof PortForwardRecording) {
-    return protocol.kind === 'spdy' ? new SpdyPortForwardObserver(recording) : recording;
+    if (protocol.kind === 'spdy') return new SpdyPortForwardObserver(recording, 'spdy');
+    return protocol.subprotocol.toLowerCase().startsWith(TUNNELING_PREFIX) ? new SpdyPortForwardObserver(recording, 'websocket') : recording;
   }
   if (protocol.kind === 'spdy') return new SpdyTap(recording, { protocol: protocol.subprotocol });
   return new WebSocketTap(recording, { protocol: protocol.subprotocol, recordStdin: recording.records === 'full' });

@@ -139,11 +139,22 @@ export function isStreamingPath(url: string): boolean {
 
 /** The SubjectAccessReview attributes a streaming request needs beyond the upstream's own check. */
 export interface StreamReview {
-  verb: 'create';
+  verb: 'create' | 'get';
   resource: 'pods' | 'nodes';
   subresource: string;
   namespace?: string;
   name: string;
+}
+
+/** How the request is reviewed besides its path. */
+export interface StreamReviewOptions {
+  /** The request's method; a GET is a WebSocket upgrade (SPDY clients POST). */
+  method?: string;
+  /**
+   * Gate `AuthorizePodWebsocketUpgradeCreatePermission` (default on): a GET to a pod streaming
+   * subresource is reviewed as `create`; off, as `get` (kube-apiserver < 1.35 took the verb from the method).
+   */
+  createForWebSocketUpgrade?: boolean;
 }
 
 /**
@@ -151,15 +162,19 @@ export interface StreamReview {
  *
  * - pods/exec|attach|portforward: `create` on the subresource in the pod's namespace, GET WebSocket
  *   upgrades included (kube-apiserver < 1.35 asked only `get`; 1.35's
- *   `AuthorizePodWebsocketUpgradeCreatePermission` asks `create` too);
+ *   `AuthorizePodWebsocketUpgradeCreatePermission` asks `create` too); with that gate off, a GET is
+ *   reviewed as `get`;
  * - a kubelet streaming endpoint through the node proxy: `create` on `nodes/proxy` for the node as
  *   the path names it. kube-apiserver (and the kubelet, for its own API) authorizes these by the
  *   method, so a WebSocket upgrade, which is a GET, needs only `get nodes/proxy` — a permission
  *   monitoring agents are given, and which then runs commands in every pod of the node.
  */
-export function streamReviewAttributes(url: string): StreamReview | undefined {
+export function streamReviewAttributes(url: string, o: StreamReviewOptions = {}): StreamReview | undefined {
   const pod = podStreamAttributes(url);
-  if (pod) return { verb: 'create', resource: 'pods', subresource: pod.subresource, namespace: pod.namespace, name: pod.name };
+  if (pod) {
+    const verb = o.createForWebSocketUpgrade === false && o.method === 'GET' ? 'get' : 'create';
+    return { verb, resource: 'pods', subresource: pod.subresource, namespace: pod.namespace, name: pod.name };
+  }
   const node = nodeProxyStreamOf(url);
   if (node) return { verb: 'create', resource: 'nodes', subresource: 'proxy', name: node.node };
   return undefined;

@@ -58,6 +58,21 @@ export interface Route {
    * so review caches are per cluster.
    */
   readonly reviews?: ReviewApi;
+  /** See {@link RouteStreaming}; absent for every backend but a kubelet. */
+  readonly streaming?: RouteStreaming;
+}
+
+/**
+ * What is known of a route's backend before a streaming upgrade is sent to it, read by the one
+ * decision of a streaming request's path (handlers/stream-path.ts). A route without it is an upstream
+ * that is asked in the client's protocol first (an apiserver, an agent's cluster, an APIService backend).
+ */
+export interface RouteStreaming {
+  /**
+   * The backend is the pod's kubelet (`--upstream-mode kubelet`): its node's `status.declaredFeatures`
+   * decide, as kube-apiserver's pod `Connect()` does, and there is no fallback (kube-apiserver has none).
+   */
+  kubelet: { declaredFeatures: readonly string[] };
 }
 
 const routes = new WeakMap<IncomingMessage, Route>();
@@ -87,6 +102,8 @@ export interface RouteOverrides {
   rejectRedirects?: boolean;
   /** See {@link Route.observe}. */
   observe?: (code: number) => void;
+  /** See {@link Route.streaming}. */
+  streaming?: RouteStreaming;
 }
 
 /** A route through `backend` (its connection, TLS and host) with its own request-target or identity. */
@@ -101,6 +118,7 @@ export function routeVia(backend: Route, o: RouteOverrides): Route {
     request: (options) => backend.request(options),
     ...(o.rejectRedirects ? { rejectRedirects: true } : {}),
     ...(o.observe ? { observe: o.observe } : {}),
+    ...(o.streaming ? { streaming: o.streaming } : {}),
   };
 }
 

@@ -1,11 +1,15 @@
 /**
  * The CPU benchmark's pieces that need no cluster: /proc/PID/stat parsing, the process-tree CPU
- * sample (a busy child's CPU is counted in its parent's tree, live or reaped), and the generated section of
- * docs/benchmarks.md (rendered, replaced in place, appended when missing).
+ * sample (a busy child's CPU is counted in its parent's tree, live or reaped), the generated section of
+ * docs/benchmarks.md (rendered, replaced in place, appended when missing), and the check that a
+ * proxy's WebSocket sessions went its row's way (translated by the proxy, or passed through).
  */
 import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { CPU_BEGIN, CPU_END, cpuMarkdownSection, cpuTextTable, replaceCpuSection, type CpuRow } from '../../bench/cpu.js';
+import { CPU_BEGIN, CPU_END, CPU_RELAYS, checkWebSocketWay, cpuMarkdownSection, cpuTextTable, replaceCpuSection, type CpuRow } from '../../bench/cpu.js';
 import { parseProcStat, sampleTreeCpu } from '../../bench/proc-cpu.js';
 
 const rows: CpuRow[] = [
@@ -123,5 +127,43 @@ describe('bench --cpu pieces', () => {
     const section = cpuMarkdownSection([bare, agentRow], { machine: '2 CPUs', loadAverage: '1.00', commandLine: 'node dist/bench/run.js --cpu --callgrind', date: new Date('2026-01-02T03:04:05Z') });
     expect(section).toContain('|---|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|');
     expect(section).toContain('| 250.00 | 5.00 | 3.46 | 10.02 |');
+  });
+
+  it('the translation rows run --upstream-streaming spdy and the WebSocket passthrough rows the default; each checks its way on /metrics', async () => {
+    const relay = (key: string) => CPU_RELAYS.find((r) => r.key === key)!;
+    for (const key of ['translation', 'tunnel', 'translation-nofloor', 'translation-cli-floor', 'agent']) {
+      expect(relay(key).websocketWay, key).toBe('translated');
+      expect(relay(key).name, key).toContain('--upstream-streaming spdy');
+    }
+    for (const key of ['websocket-passthrough', 'agent-websocket']) expect(relay(key).websocketWay, key).toBe('passthrough');
+    expect(relay('websocket-passthrough').env).toEqual({
+      stdout: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' },
+      stdin: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' },
+      'port-forward': { KUBECTL_PORT_FORWARD_WEBSOCKETS: 'true' },
+    });
+    // A proxy's /metrics as it reads after the warm-up of a WebSocket-passthrough row, and of a translated one.
+    const counts = (exec: string, pf: string): string =>
+      `apiserver_websocket_streaming_requests_total{subresource="exec",proxy_type="${exec}"} 2\n` +
+      `apiserver_websocket_streaming_requests_total{subresource="portforward",proxy_type="${pf}"} 1\n`;
+    let body = counts('proxied_to_upstream', 'proxied_to_upstream');
+    const server: Server = createServer((req, res) => res.end(req.url === '/metrics' ? body : ''));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const proc = { url, pid: 0, close: async () => {} };
+      await expect(checkWebSocketWay(relay('websocket-passthrough'), proc)).resolves.toBeUndefined();
+      await expect(checkWebSocketWay(relay('translation'), proc)).rejects.toThrow(/exec WebSocket sessions were to be translated by the proxy; its \/metrics counts \{"passedThrough":2,"translated":0\}/);
+      // An agent relay's /metrics is its proxy's (its url is …/clusters/bench).
+      await expect(checkWebSocketWay(relay('agent-websocket'), { ...proc, url: `${url}/clusters/bench`, proxy: proc, agent: proc })).resolves.toBeUndefined();
+      body = counts('translated_at_apiserver', 'tunneled_at_apiserver');
+      await expect(checkWebSocketWay(relay('translation'), proc)).resolves.toBeUndefined();
+      await expect(checkWebSocketWay(relay('tunnel'), proc)).resolves.toBeUndefined();
+      await expect(checkWebSocketWay(relay('websocket-passthrough'), proc)).rejects.toThrow(/were to be passed through/);
+      // SPDY rows check nothing.
+      await expect(checkWebSocketWay(relay('passthrough'), proc)).resolves.toBeUndefined();
+    } finally {
+      server.close();
+    }
   });
 });

@@ -92,7 +92,7 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined).each(TARGETS)('$name', (ta
     const r = await kubectl('get', 'nodes');
     expect(r.code, r.summary).toBe(0);
     expect(header(r.out)).toEqual(['NAME', 'STATUS', 'ROLES', 'AGE', 'VERSION']);
-    expect(rows(r.out)).toEqual([['dev-node', 'Ready', '<none>', expect.any(String), 'v1.28.0']]);
+    expect(rows(r.out)).toEqual([['dev-node', 'Ready', '<none>', expect.any(String), 'v1.36.0']]);
     const wide = await kubectl('get', 'nodes', '-o', 'wide');
     expect(header(wide.out)).toEqual(['NAME', 'STATUS', 'ROLES', 'AGE', 'VERSION', 'INTERNAL-IP', 'EXTERNAL-IP', 'OS-IMAGE', 'KERNEL-VERSION', 'CONTAINER-RUNTIME']);
   });

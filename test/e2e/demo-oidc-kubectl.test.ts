@@ -95,14 +95,14 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('demo --oidc', () => {
     });
 
     it('one login for both contexts: whoami in one signs in, two uses the same token; exec in both', async () => {
-      const one = await withLogin(browser, demo, demo.kubeconfig, ['--context', 'one', 'auth', 'whoami', '-o', 'json'], 'clusters');
+      const one = await withLogin(browser, demo, demo.kubeconfig, ['--context', 'one-modern', 'auth', 'whoami', '-o', 'json'], 'clusters');
       expect(one.code, `${one.stdout}\n${one.stderr}`).toBe(0);
       expect(JSON.parse(one.stdout).status.userInfo).toEqual({ username: 'alice@example.com', groups: ['oidc:developers', 'system:authenticated'] });
-      const two = await runKubectl(findKubectl('1.33'), ['--context', 'two', 'auth', 'whoami', '-o', 'json'], { kubeconfig: demo.kubeconfig, timeoutMs: 30_000 });
+      const two = await runKubectl(findKubectl('1.33'), ['--context', 'two-older', 'auth', 'whoami', '-o', 'json'], { kubeconfig: demo.kubeconfig, timeoutMs: 30_000 });
       expect(two.code, summary(two)).toBe(0);
       expect(two.stderr).not.toContain('Please visit');
       expect(JSON.parse(two.stdout.toString()).status.userInfo.username).toBe('alice@example.com');
-      for (const [context, pod] of [['one', 'alpha'], ['two', 'beta']]) {
+      for (const [context, pod] of [['one-modern', 'alpha'], ['two-older', 'beta']]) {
         const r = await runKubectl(findKubectl('1.27'), ['--context', context!, 'exec', pod!, '--', 'echo', `in ${context}`], { kubeconfig: demo.kubeconfig, timeoutMs: 30_000 });
         expect(r.code, summary(r)).toBe(0);
         expect(r.stdout.toString()).toBe(`in ${context}\n`);

@@ -1,8 +1,9 @@
 /**
  * JWT/OIDC identities through the proxy end to end (issue 22): `serve --authn impersonate
  * --authentication-config FILE` in front of a TLS dev cluster with token authentication, the real
- * OpenID Provider (`dev/oidc-issuer.ts`) as the issuer. kubectl 1.27 (SPDY) and 1.33 (WebSocket,
- * translated) run exec, attach, cp and port-forward as the OIDC user:
+ * OpenID Provider (`dev/oidc-issuer.ts`) as the issuer. kubectl 1.27 (SPDY) and 1.33 (WebSocket v5
+ * and the tunnel, passed through by the default to the dev cluster, which plays kube-apiserver 1.36
+ * and takes them itself) run exec, attach, cp and port-forward as the OIDC user:
  * - with `--token <ID token>`;
  * - with `kube-stream-proxy login` as the exec plugin doing the real device flow, the code approved
  *   over HTTP as a user's browser would (needs `npm run build`: kubectl starts bin/kube-stream-proxy.js).

@@ -2,7 +2,9 @@
  * Front proxy acceptance (passthrough): kubectl → proxy → dev cluster. The whole SPDY matrix runs
  * through the proxy's UpgradeAwareProxy, and every streaming test checks that the proxy really
  * relayed an upgrade (its 101 counter rose). Translation and tunnelling are switched off here
- * (feature gates), so client-node's WebSocket exec is passed through as v4 as well.
+ * (feature gates), so client-node's WebSocket exec (offering v5 first, then v4…) is passed through as
+ * it was sent too, and the dev cluster answers it as a kube-apiserver of its version does: the 1.36
+ * one hands v5 to its kubelet (which serves it), a 1.29 one lets its kubelet choose v4.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +17,7 @@ import { resolveConfig } from '../../src/config.js';
 import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
 import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { startServer, type RunningServer } from '../../src/server.js';
+import { moved, wayCounts, type WayCounts } from '../dev/cluster/streaming-ways.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
 import { scrapeCounter } from '../helpers/metrics.js';
 import { describeSpdyKubectlMatrix } from './spdy-kubectl-matrix.js';
@@ -23,8 +26,8 @@ const PASSTHROUGH_ONLY = 'TranslateStreamCloseWebsocketRequests=false,PortForwar
 const UPGRADES = 'kube_stream_proxy_upgrade_requests_total';
 
 /** Dev cluster plus the proxy in front of it, passthrough only. */
-async function startProxied(podsDir?: string): Promise<{ cluster: DevCluster; proxy: RunningServer; close(): Promise<void> }> {
-  const cluster = await startDevCluster({ dataDir: podsDir });
+async function startProxied(podsDir?: string, apiserverVersion?: string): Promise<{ cluster: DevCluster; proxy: RunningServer; close(): Promise<void> }> {
+  const cluster = await startDevCluster({ dataDir: podsDir, ...(apiserverVersion !== undefined ? { apiserverVersion } : {}) });
   const proxy = await startServer(
     await resolveConfig({ listen: '127.0.0.1:0', upstream: cluster.url, featureGates: PASSTHROUGH_ONLY }),
   );
@@ -52,25 +55,32 @@ const skipReason = kubectlE2eSkipReason();
 describe.skipIf(skipReason !== undefined)('proxy: plain API requests and client-node through the passthrough', () => {
   let work: string;
   let env: Awaited<ReturnType<typeof startProxied>>;
+  /** The same in front of a dev cluster playing kube-apiserver and kubelet 1.29 (no v5 anywhere). */
+  let older: Awaited<ReturnType<typeof startProxied>>;
   let kubeconfig: string;
-  let kc: KubeConfig;
 
-  beforeAll(async () => {
-    work = mkdtempSync(join(tmpdir(), 'ksp-e2e-proxy-'));
-    env = await startProxied();
-    kubeconfig = join(work, 'kubeconfig');
-    writeKubeconfig(kubeconfig, { server: env.proxy.url, name: 'proxy' });
-    // client-node refuses plain http unless skipTLSVerify is set (the proxy listens on loopback http).
-    kc = new KubeConfig();
+  /** A client-node KubeConfig for `proxy` (it refuses plain http unless skipTLSVerify is set; the proxy listens on loopback http). */
+  const clientNodeConfig = (proxy: RunningServer): KubeConfig => {
+    const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: 'proxy', server: env.proxy.url, skipTLSVerify: true }],
+      clusters: [{ name: 'proxy', server: proxy.url, skipTLSVerify: true }],
       users: [{ name: 'proxy' }],
       contexts: [{ name: 'proxy', cluster: 'proxy', user: 'proxy' }],
       currentContext: 'proxy',
     });
+    return kc;
+  };
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), 'ksp-e2e-proxy-'));
+    env = await startProxied();
+    older = await startProxied(undefined, '1.29');
+    kubeconfig = join(work, 'kubeconfig');
+    writeKubeconfig(kubeconfig, { server: env.proxy.url, name: 'proxy' });
   });
   afterAll(async () => {
     await env?.close();
+    await older?.close();
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
@@ -102,13 +112,20 @@ describe.skipIf(skipReason !== undefined)('proxy: plain API requests and client-
     }
   });
 
-  it('client-node Exec over WebSocket v4 is passed through unchanged: stdout, stderr, exit status', async () => {
-    const before = await scrapeCounter(env.proxy.url, UPGRADES, { handler: 'exec', code: '101' });
+  it.each<{ cluster: string; target: () => Awaited<ReturnType<typeof startProxied>>; protocol: string; counted: WayCounts }>([
+    // kube-apiserver 1.36 hands a v5 upgrade to a kubelet that declares ExtendWebSocketsToKubelet.
+    { cluster: '1.36', target: () => env, protocol: 'v5.channel.k8s.io', counted: { 'apiserver/exec/proxied_to_kubelet': 1, 'kubelet/exec': 1 } },
+    // A 1.29 apiserver proxies it to its kubelet, whose runtime picks the first it speaks: v4.
+    { cluster: '1.29', target: () => older, protocol: 'v4.channel.k8s.io', counted: {} },
+  ])('client-node Exec over WebSocket is passed through unchanged to a $cluster cluster ($protocol): stdout, stderr, exit status', async ({ target, protocol, counted }) => {
+    const { proxy, cluster } = target();
+    const before = await scrapeCounter(proxy.url, UPGRADES, { handler: 'exec', code: '101' });
+    const ways = await wayCounts(cluster);
     const out = collect();
     const err = collect();
     const stdin = new PassThrough();
     let status: V1Status | undefined;
-    const ws = (await new Exec(kc).exec(
+    const ws = (await new Exec(clientNodeConfig(proxy)).exec(
       'default',
       'demo',
       'demo',
@@ -121,15 +138,17 @@ describe.skipIf(skipReason !== undefined)('proxy: plain API requests and client-
     )) as unknown as WebSocket;
     stdin.write('hello');
     const closeCode = await new Promise<number>((resolve) => ws.once('close', (code: number) => resolve(code)));
-    expect(ws.protocol).toBe('v4.channel.k8s.io');
+    expect(ws.protocol).toBe(protocol);
     expect(out.text()).toBe('hello\n');
     expect(err.text()).toBe('err\n');
     expect(status?.status).toBe('Failure');
     expect(status?.reason).toBe('NonZeroExitCode');
     expect(status?.details?.causes?.find((c) => c.reason === 'ExitCode')?.message).toBe('3');
     expect(closeCode).toBe(1000);
-    expect(await scrapeCounter(env.proxy.url, UPGRADES, { handler: 'exec', code: '101' })).toBe(before + 1);
-    expect(await scrapeCounter(env.proxy.url, 'apiserver_stream_translator_requests_total')).toBe(0);
+    expect(await scrapeCounter(proxy.url, UPGRADES, { handler: 'exec', code: '101' })).toBe(before + 1);
+    expect(await scrapeCounter(proxy.url, 'apiserver_stream_translator_requests_total')).toBe(0);
+    // Who served the WebSocket in the dev cluster (only v5 and the tunnel are counted there).
+    expect(moved(ways, await wayCounts(cluster))).toEqual(counted);
   });
 });
 

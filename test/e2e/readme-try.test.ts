@@ -10,6 +10,14 @@
  * becomes that port and a local port-forward port becomes a free one (`LOCAL:6443` → `:PORT`);
  * `exec -it` runs under tmux, where the test types at the pod's shell; `port-forward` runs until the
  * test has fetched `/healthz` through it.
+ *
+ * Which way each streaming line went is proven by counters (issue 32; test/tunnel/stream-ways.ts):
+ * around every exec/cp/attach/port-forward line of the first two blocks, the proxy's `/metrics` and
+ * the dev clusters' (their URLs and kubelets from the demo's banner) must move by exactly that line's
+ * WebSocket sessions, the way the banner's kubelet says (passed through by the proxy; served by a
+ * 1.36 kubelet itself, or translated by the apiserver of a 1.35 one). The README's `grep
+ * websocket_streaming` lines must then print exactly those counts. The quick start's "`npm start`
+ * prints something like" block is checked against what the demo printed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
@@ -19,6 +27,8 @@ import { delimiter, join, resolve } from 'node:path';
 import { startDemo, type DemoProcess } from '../helpers/demo.js';
 import { findKubectl, kubectlE2eSkipReason, kubectlEnv } from '../helpers/kubectl.js';
 import { startTmux } from '../helpers/tty.js';
+import { counterValue } from '../helpers/metrics.js';
+import { fetchClusterWays, moved, proxyWays, sumWays, websocketWays, type Ways } from '../tunnel/stream-ways.js';
 import { approveDeviceCodeInChromium, launchChromium, type TestChromium } from '../helpers/chromium.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -66,6 +76,66 @@ interface Context {
   run: (command: string) => Promise<LineResult>;
   /** Streaming (exec/attach/cp/port-forward) lines run so far. */
   streamingSoFar: number;
+  /** The demo's dev clusters, from its banner (none for the OIDC demo: its clusters want tokens). */
+  clusters: DemoCluster[];
+  /** The WebSocket counters the streaming lines moved so far (the proxy's and each cluster's). */
+  tally: Ways;
+}
+
+/** A dev cluster of the demo, as its banner describes it. */
+interface DemoCluster {
+  /** `dev` for the single-cluster demo, else the cluster (= context) name. */
+  name: string;
+  url: string;
+  /** `modern`: its kubelet declares ExtendWebSocketsToKubelet; `older-kubelet`: its apiserver translates. */
+  kind: 'modern' | 'older-kubelet';
+}
+
+/** The dev clusters a demo's banner lists, with their URLs and kubelets. */
+function demoClusters(output: string): DemoCluster[] {
+  const kind = (declares: string): DemoCluster['kind'] => (declares === 'ExtendWebSocketsToKubelet' ? 'modern' : 'older-kubelet');
+  const single = /^dev cluster listening on (http:\/\/\S+?); kubelet v\S+ declares (ExtendWebSocketsToKubelet|nothing)\b/m.exec(output);
+  if (single) return [{ name: 'dev', url: single[1]!, kind: kind(single[2]!) }];
+  return [...output.matchAll(/^dev cluster "(\S+)" listening on (http:\/\/\S+?), pods .*?; kubelet v\S+ declares (ExtendWebSocketsToKubelet|nothing)\b/gm)].map((m) => ({
+    name: m[1]!,
+    url: m[2]!,
+    kind: kind(m[3]!),
+  }));
+}
+
+/** The proxy's and every dev cluster's WebSocket counters now (fallbacks included). */
+async function waysNow(ctx: Context): Promise<Ways> {
+  const res = await fetch(new URL('/metrics', ctx.demo.proxyUrl));
+  expect(res.status).toBe(200);
+  const out = proxyWays(await res.text(), { fallbacks: true });
+  for (const c of ctx.clusters) Object.assign(out, await fetchClusterWays(c.name, c.url));
+  return out;
+}
+
+const STREAMING_LINE = /^kubectl (?:--context (\S+) )?(exec|cp|attach|port-forward)\b/;
+
+/**
+ * Run a README line's check; for a streaming line, also prove its way: the counters moved by exactly
+ * its WebSocket sessions (kubectl 1.33 speaks WebSocket for all four), as its cluster's kind says.
+ * `kubectl cp FILE POD:DEST` is two exec sessions (`test -d DEST`, then `tar xmf -`), and its check
+ * reads the copy back with a third.
+ */
+async function runLine(line: string, ctx: Context, check: () => Promise<void>): Promise<void> {
+  const m = STREAMING_LINE.exec(line);
+  if (!m || ctx.clusters.length === 0) return check();
+  const cluster = m[1] === undefined ? ctx.clusters[0]! : ctx.clusters.find((c) => c.name === m[1]);
+  expect(cluster, `the demo's banner names no cluster ${m[1]}`).toBeDefined();
+  const before = await waysNow(ctx);
+  await check();
+  const subresource = m[2] === 'port-forward' ? 'portforward' : m[2] === 'attach' ? 'attach' : 'exec';
+  const expected = websocketWays(cluster!.kind, cluster!.name, subresource, m[2] === 'cp' ? 3 : 1);
+  await expect.poll(async () => moved(before, await waysNow(ctx)), { timeout: 5_000 }).toEqual(expected);
+  ctx.tally = sumWays(ctx.tally, expected);
+}
+
+/** The keys of `ways` under `prefix/`. */
+function under(ways: Ways, prefix: string): Ways {
+  return Object.fromEntries(Object.entries(ways).filter(([k]) => k.startsWith(`${prefix}/`)));
 }
 
 function runScript(script: string, cwd: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<LineResult> {
@@ -225,6 +295,43 @@ const CHECKS: LineCheck[] = [
       expect(r.stdout).toMatch(/^# TYPE kube_stream_proxy_upgrade_requests_total counter$/m);
       const upgrades = [...r.stdout.matchAll(/^kube_stream_proxy_upgrade_requests_total(?:\{[^}]*\})? (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
       expect(upgrades).toBeGreaterThanOrEqual(ctx.streamingSoFar);
+      // Which way each WebSocket session went: every one the lines before opened was passed through
+      // (its cluster takes WebSockets); the proxy translated none.
+      expect(r.stdout).toMatch(/^# TYPE apiserver_websocket_streaming_requests_total counter$/m);
+      expect(proxyWays(r.stdout)).toEqual(under(ctx.tally, 'proxy'));
+      expect(Object.keys(under(ctx.tally, 'proxy')).length, 'streaming lines ran before this one').toBeGreaterThan(0);
+    },
+  },
+  {
+    // The proxy's WebSocket counter: the sessions of the streaming lines run so far, each passed through.
+    match: /^kubectl get --raw \/metrics \| grep websocket_streaming$/,
+    check: async (line, ctx) => {
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      for (const l of r.stdout.trim().split('\n')) expect(l).toContain('websocket_streaming');
+      expect(r.stdout).toMatch(/^# TYPE apiserver_websocket_streaming_requests_total counter$/m);
+      expect(proxyWays(r.stdout)).toEqual(under(ctx.tally, 'proxy'));
+      expect(Object.keys(under(ctx.tally, 'proxy')).length, 'streaming lines ran before this one').toBeGreaterThan(0);
+    },
+  },
+  {
+    // A dev cluster's kubelet (through the API's nodes/dev-node/proxy): the WebSocket sessions it
+    // served itself, i.e. those of the streaming lines run so far in that cluster.
+    match: /^kubectl get --raw (?:\/clusters\/(\S+))?\/api\/v1\/nodes\/dev-node\/proxy\/metrics \| grep websocket_streaming$/,
+    check: async (line, ctx) => {
+      const name = /^kubectl get --raw (?:\/clusters\/(\S+))?\/api\//.exec(line)![1] ?? 'dev';
+      const cluster = ctx.clusters.find((c) => c.name === name);
+      expect(cluster, `the demo's banner names no cluster ${name}`).toBeDefined();
+      expect(cluster!.kind, 'the README reads the kubelet counter of a 1.36 kubelet').toBe('modern');
+      const r = await ctx.run(line);
+      expectSuccess(r, line);
+      for (const l of r.stdout.trim().split('\n')) expect(l).toContain('websocket_streaming');
+      expect(r.stdout).toMatch(/^# TYPE kubelet_websocket_streaming_requests_total counter$/m);
+      const served = Object.fromEntries(
+        (['exec', 'attach', 'portforward'] as const).map((s) => [`${name}/kubelet/${s}`, counterValue(r.stdout, 'kubelet_websocket_streaming_requests_total', { subresource: s })]).filter(([, n]) => n !== 0),
+      );
+      expect(served).toEqual(Object.fromEntries(Object.entries(ctx.tally).filter(([k]) => k.startsWith(`${name}/kubelet/`))));
+      expect(Object.keys(served).length, 'streaming lines ran in that cluster before this one').toBeGreaterThan(0);
     },
   },
 ];
@@ -290,7 +397,8 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "What you can try"
     delete env.KUBECONFIG; // the block's own export line must set it
     env.PATH = `${bin}${delimiter}${env.PATH ?? ''}`;
     const script = (command: string): string => [...exports, withDemoPort(command, demo.proxyUrl.port)].join('\n');
-    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0 };
+    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0, clusters: demoClusters(demo.output()), tally: {} };
+    expect(ctx.clusters.map((c) => [c.name, c.kind])).toEqual([['dev', 'modern']]);
   }, 60_000);
 
   afterAll(async () => {
@@ -305,10 +413,25 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "What you can try"
     }
   });
 
+  it('npm start prints what the README\'s quick start shows', () => {
+    // The block after "`npm start` prints something like:", line by line in order; `…` stands for
+    // anything (a port, a folder), a line of its own for any lines.
+    const block = /`npm start` prints something like:\n\n```\n([\s\S]*?)^```$/m.exec(readmeSection(README, 'Quick start'))?.[1];
+    expect(block).toBeDefined();
+    const printed = ctx.demo.output().split('\n');
+    let at = 0;
+    for (const want of block!.split('\n').filter((l) => l !== '' && l !== '…')) {
+      const re = new RegExp(`^${want.split('…').map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*?')}$`);
+      const found = printed.findIndex((l, i) => i >= at && re.test(l));
+      expect(found, `README line not printed (in this order) by the demo: ${want}\n${ctx.demo.output()}`).toBeGreaterThanOrEqual(0);
+      at = found + 1;
+    }
+  });
+
   for (const line of commands) {
     it(line, async () => {
       const known = CHECKS.find((c) => c.match.test(line));
-      await (known ? known.check(line, ctx) : defaultCheck(line, ctx));
+      await runLine(line, ctx, () => (known ? known.check(line, ctx) : defaultCheck(line, ctx)));
       if (/^kubectl (exec|attach|cp|port-forward)\b/.test(line)) ctx.streamingSoFar++;
     });
   }
@@ -335,7 +458,7 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "Clusters behind a
     delete env.KUBECONFIG; // the block's own export line must set it
     env.PATH = `${bin}${delimiter}${env.PATH ?? ''}`;
     const script = (command: string): string => [...clusters.exports, command].join('\n');
-    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0 };
+    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0, clusters: demoClusters(demo.output()), tally: {} };
   }, 60_000);
 
   afterAll(async () => {
@@ -346,13 +469,34 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "Clusters behind a
   it('asks for --clusters 2 and exports the same KUBECONFIG', () => {
     expect(clusterDemoArgs()).toEqual(['--clusters', '2']);
     expect(clusters.exports).toEqual(['export KUBECONFIG="$PWD/.kube-stream-proxy/kubeconfig"']);
-    expect(clusters.commands.some((c) => /^kubectl --context one exec -it /.test(c))).toBe(true);
+    expect(clusters.commands.some((c) => /^kubectl --context one-modern exec -it /.test(c))).toBe(true);
+    // Every context a line names is one of the kubeconfig's (one per cluster the demo started).
+    const kubeconfig = JSON.parse(readFileSync(ctx.demo.kubeconfig, 'utf8')) as { contexts: { name: string }[] };
+    const contexts = kubeconfig.contexts.map((c) => c.name);
+    expect(contexts).toEqual(ctx.clusters.map((c) => c.name));
+    for (const c of clusters.commands) {
+      const named = /--context (\S+)/.exec(c)?.[1];
+      if (named) expect(contexts, c).toContain(named);
+    }
+  });
+
+  it('starts the two clusters the README describes: one-modern (kubelet 1.36, declares ExtendWebSocketsToKubelet) with alpha, two-older (kubelet 1.35, its apiserver translates) with beta', () => {
+    const section = readmeSection(README, 'Clusters behind agents');
+    expect(section).toContain('cluster `one-modern` (kubelet 1.36: it serves WebSocket exec/attach\nand the port-forward tunnel itself and declares `ExtendWebSocketsToKubelet`, so its apiserver passes\nWebSockets to it) has the pods `demo` and `alpha`');
+    expect(section).toContain('`two-older` (kubelet 1.35: its apiserver translates\nWebSockets to SPDY, as 1.31–1.35 do) has `demo` and `beta`');
+    const out = ctx.demo.output();
+    expect(out).toMatch(/^dev cluster "one-modern" listening on \S+, pods demo and alpha, agent connected; kubelet v1\.36\.0 declares ExtendWebSocketsToKubelet: its apiserver passes WebSockets to it /m);
+    expect(out).toMatch(/^dev cluster "two-older" listening on \S+, pods demo and beta, agent connected; kubelet v1\.35\.0 declares nothing: its apiserver translates WebSockets to SPDY /m);
+    expect(ctx.clusters.map((c) => [c.name, c.kind])).toEqual([
+      ['one-modern', 'modern'],
+      ['two-older', 'older-kubelet'],
+    ]);
   });
 
   for (const line of clusters.commands) {
     it(line, async () => {
       const known = [...CLUSTER_CHECKS, ...CHECKS].find((c) => c.match.test(line));
-      await (known ? known.check(line, ctx) : defaultCheck(line, ctx));
+      await runLine(line, ctx, () => (known ? known.check(line, ctx) : defaultCheck(line, ctx)));
     });
   }
 });
@@ -379,7 +523,8 @@ describe.skipIf(kubectlE2eSkipReason() !== undefined)('README "Single sign-on (O
     delete env.KUBECONFIG; // the block's own export line must set it
     env.PATH = `${bin}${delimiter}${env.PATH ?? ''}`;
     const script = (command: string): string => [...oidc.exports, command].join('\n');
-    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0 };
+    // Its clusters want tokens: the ways of its streaming lines are not read here (no `clusters`).
+    ctx = { work, env, demo, script, run: (c) => runScript(script(c), work, env, LINE_TIMEOUT_MS), streamingSoFar: 0, clusters: [], tally: {} };
     browser = await launchChromium();
   }, 60_000);
 

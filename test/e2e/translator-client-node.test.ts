@@ -1,6 +1,7 @@
 /**
  * @kubernetes/client-node 1.4 (`Exec`, `Attach`, `Cp`) through the proxy. It offers
- * `v5.channel.k8s.io` first, so the translator serves it; the dev cluster behind has no v5. With v5
+ * `v5.channel.k8s.io` first, so the translator serves it (the fixture's proxy runs with
+ * `--upstream-streaming spdy`: the dev cluster behind would take v5 itself). With v5
  * client-node closes stdin with `[255, 0]` when its stdin stream ends, which the translator turns into
  * a SPDY FIN — so `cat` ends and the Status arrives.
  */

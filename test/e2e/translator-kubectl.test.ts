@@ -1,7 +1,8 @@
 /**
  * Acceptance matrix for the StreamTranslatorProxy: real kubectl over WebSocket `v5.channel.k8s.io`
- * → the proxy → SPDY/3.1 → the in-process dev cluster (which has no v5, so nothing works unless the
- * proxy translates). kubectl 1.30–1.33 use WebSockets by default; 1.29 with
+ * → the proxy → SPDY/3.1 → the in-process dev cluster. The dev cluster plays kube-apiserver 1.36 and
+ * would take v5 itself, so the fixture's proxy runs with `--upstream-streaming spdy`: every WebSocket
+ * session is translated here. kubectl 1.30–1.33 use WebSockets by default; 1.29 with
  * KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true.
  *
  * Every test proves the WebSocket path was used: `apiserver_stream_translator_requests_total{code="200"}`

@@ -4,6 +4,11 @@
  * as client-go does on a failed upgrade, meets the same 401 through the passthrough, and reports the
  * upstream's own message. The upstream is a small HTTP server: it serves the pod GET kubectl makes
  * first and refuses every upgrade.
+ *
+ * The translator's relay of the refusal is what this file is for, so that proxy runs with
+ * `--upstream-streaming spdy` (the default would pass the v5 upgrade through instead). The default
+ * gets the same 401 on the passed-through WebSocket upgrade and relays it without a fallback of its
+ * own (credentials refused in one protocol are refused in the other): the second test.
  */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -42,6 +47,7 @@ describe.skipIf(skipReason !== undefined)('kubectl 1.33 and an upstream refusing
   const upgrades: { method: string; upgrade: string; authorization?: string }[] = [];
   let upstream: Server;
   let proxy: RunningServer;
+  let passing: RunningServer;
   beforeAll(async () => {
     upstream = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0];
@@ -57,16 +63,21 @@ describe.skipIf(skipReason !== undefined)('kubectl 1.33 and an upstream refusing
     });
     upstream.listen(0, '127.0.0.1');
     await once(upstream, 'listening');
-    proxy = await startProxy(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    // The translator relays the refusal: that proxy speaks SPDY upstream for every WebSocket (the old default).
+    proxy = await startProxy(url, { upstreamStreaming: 'spdy' });
+    passing = await startProxy(url);
   });
   afterAll(async () => {
     await proxy?.close();
+    await passing?.close();
     upstream?.closeAllConnections();
     await new Promise<void>((resolve) => upstream?.close(() => resolve()));
     rmSync(work, { recursive: true, force: true });
   });
 
   it('the WebSocket handshake gets the 401, the SPDY fallback too, and kubectl prints the upstream message', async () => {
+    upgrades.length = 0;
     const kubeconfig = join(work, 'kubeconfig');
     writeKubeconfig(kubeconfig, { server: proxy.url, name: 'proxy', token: 'wrong-token' });
     const refusedBefore = await scrapeCounter(proxy.url, 'apiserver_stream_translator_requests_total', { code: '401' });
@@ -80,5 +91,27 @@ describe.skipIf(skipReason !== undefined)('kubectl 1.33 and an upstream refusing
     expect(upgrades.map((u) => u.upgrade)).toEqual(['SPDY/3.1', 'SPDY/3.1']);
     expect(await scrapeCounter(proxy.url, 'kube_stream_proxy_streaming_requests_total', { path: 'translated', outcome: 'upstream_refused' })).toBe(1);
     expect(await scrapeCounter(proxy.url, 'kube_stream_proxy_streaming_requests_total', { path: 'passthrough', outcome: 'upstream_refused' })).toBe(1);
+  });
+
+  it('the default passes the WebSocket upgrade through: the upstream 401 is relayed with no fallback, then the SPDY one', async () => {
+    upgrades.length = 0;
+    const kubeconfig = join(work, 'kubeconfig-passing');
+    writeKubeconfig(kubeconfig, { server: passing.url, name: 'passing', token: 'wrong-token' });
+    const r = await runKubectl(findKubectl('1.33'), ['exec', 'demo', '--', 'echo', 'hello'], { kubeconfig, timeoutMs: 30_000 });
+    expect(r.code, summary(r)).not.toBe(0);
+    expect(r.stderr).toContain(MESSAGE);
+    expect(r.stdout.toString()).toBe('');
+    // kubectl's own two attempts, each asked once upstream, in its own protocol.
+    expect(upgrades).toEqual([
+      { method: 'GET', upgrade: 'websocket' },
+      { method: 'POST', upgrade: 'SPDY/3.1' },
+    ]);
+    const sessions = (labels: Record<string, string>) => scrapeCounter(passing.url, 'kube_stream_proxy_streaming_requests_total', labels);
+    expect(await sessions({ protocol: 'websocket', path: 'passthrough', outcome: 'upstream_refused' })).toBe(1);
+    expect(await sessions({ protocol: 'spdy', path: 'passthrough', outcome: 'upstream_refused' })).toBe(1);
+    expect(await sessions({})).toBe(2);
+    expect(await scrapeCounter(passing.url, 'kube_stream_proxy_upstream_streaming_fallbacks_total')).toBe(0);
+    expect(await scrapeCounter(passing.url, 'apiserver_stream_translator_requests_total')).toBe(0);
+    expect(await scrapeCounter(passing.url, 'kube_stream_proxy_upgrade_requests_total', { handler: 'exec', code: '401' })).toBe(2);
   });
 });

@@ -2,7 +2,10 @@
  * The alert rules name only what the proxy really exports. One real run, in process on loopback: the
  * dev cluster as upstream with dev-metrics aggregated (metrics.k8s.io, `--apiservice-config`), a
  * second dev cluster behind a real TunnelAgent (`--agent-listen`), and kubectl 1.33 doing a translated
- * exec, a WebSocket port-forward and an exec through the agent. Then the outages the alerts are about:
+ * exec, a WebSocket port-forward and an exec through the agent. Both clusters sit behind a gateway
+ * that refuses WebSocket upgrades with 403, as OpenShift does: the proxy falls back to SPDY and
+ * translates (the dev cluster itself takes WebSockets, and its sessions would then not be translated
+ * here at all). Then the outages the alerts are about:
  * dev-metrics stops (the APIService becomes unavailable), the upstream stops (dial errors of the
  * readiness check), and a graceful shutdown cuts a running session (outcome "shutdown").
  *
@@ -29,6 +32,7 @@ import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/h
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary, type RunningKubectl } from '../helpers/kubectl.js';
 import { counterValue } from '../helpers/metrics.js';
 import { waitFor } from '../helpers/wait.js';
+import { startStreamingGateway, type StreamingGateway } from '../helpers/streaming-gateway.js';
 import { readExposition, type Exposition } from './exposition-labels.js';
 import { promqlReferences } from './promql-references.js';
 
@@ -51,6 +55,8 @@ describe.skipIf(skipReason !== undefined)('alert rules against the metrics of a 
   const registry = new Registry();
   let upstream: DevCluster | undefined;
   let agentCluster: DevCluster | undefined;
+  let gateway: StreamingGateway | undefined;
+  let directGateway: StreamingGateway | undefined;
   let demoMetrics: DemoMetrics | undefined;
   let proxy: RunningServer | undefined;
   let agent: TunnelAgent | undefined;
@@ -66,13 +72,15 @@ describe.skipIf(skipReason !== undefined)('alert rules against the metrics of a 
 
     upstream = await startDevCluster({ host: '127.0.0.1', port: 0, services: [METRICS_SERVICE] });
     demoMetrics = await startDemoMetrics(dir, upstream.url);
+    directGateway = await startStreamingGateway(upstream.url, { websocket: 403 });
     agentCluster = await startDevCluster({ host: '127.0.0.1', port: 0, pods: ['alpha'] });
+    gateway = await startStreamingGateway(agentCluster.url, { websocket: 403 });
     const tokenFile = join(dir, 'agent-tokens.csv');
     writeFileSync(tokenFile, 'token-of-one,one\n', { mode: 0o600 });
     writeFileSync(join(dir, 'one.token'), 'token-of-one\n', { mode: 0o600 });
     const config = await resolveConfig({
       listen: '127.0.0.1:0',
-      upstream: upstream.url,
+      upstream: directGateway.url,
       apiserviceConfig: demoMetrics.apiserviceConfigFile,
       proxyClientCertFile: demoMetrics.proxyClientCertFile,
       proxyClientKeyFile: demoMetrics.proxyClientKeyFile,
@@ -86,7 +94,7 @@ describe.skipIf(skipReason !== undefined)('alert rules against the metrics of a 
       proxyUrl: new URL(proxy.agentUrl!),
       clusterName: 'one',
       tokenFile: join(dir, 'one.token'),
-      upstream: upstreamFromFiles({ url: agentCluster.url }),
+      upstream: upstreamFromFiles({ url: gateway.url }),
       log: { info: () => {}, warn: () => {} },
     });
     await connected;
@@ -101,6 +109,7 @@ describe.skipIf(skipReason !== undefined)('alert rules against the metrics of a 
     const viaAgent = await kubectl(['--context', 'one', 'exec', 'alpha', '--', 'echo', 'via-agent']);
     expect(viaAgent.code, summary(viaAgent)).toBe(0);
     expect(viaAgent.stdout.toString()).toBe('via-agent\n');
+    expect(gateway.upgrades().map((u) => `${u.upgrade} ${u.refusedWith ?? 101}`)).toEqual(['websocket 403', 'spdy 101']);
     // A WebSocket port-forward (the tunnel).
     bytes = await startBytesServer();
     const pf = startKubectl(bin, ['--context', 'direct', 'port-forward', 'pod/demo', `:${bytes.port}`], { kubeconfig, env: {}, cwd: dir });
@@ -125,6 +134,8 @@ describe.skipIf(skipReason !== undefined)('alert rules against the metrics of a 
     await waitFor('APIService unavailable', async () => ((await value('aggregator_unavailable_apiservice_total')) >= 1 ? true : undefined), 30_000);
     await upstream.close();
     upstream = undefined;
+    await directGateway.close();
+    directGateway = undefined;
     await waitFor('readiness dial error', async () => {
       await fetch(`${proxy!.url}/readyz`);
       return (await value('kube_stream_proxy_upstream_dial_errors_total', { caller: 'readiness' })) >= 1 ? true : undefined;
@@ -146,6 +157,8 @@ describe.skipIf(skipReason !== undefined)('alert rules against the metrics of a 
     await proxy?.close().catch(() => {});
     await demoMetrics?.metrics.close().catch(() => {});
     await upstream?.close();
+    await gateway?.close();
+    await directGateway?.close();
     await agentCluster?.close();
     await bytes?.close();
     rmSync(dir, { recursive: true, force: true });
@@ -157,6 +170,7 @@ describe.skipIf(skipReason !== undefined)('alert rules against the metrics of a 
     expect(seen('apiserver_stream_translator_requests_total', 'code', '503'), 'its translator code').toBe(true);
     expect(seen('apiserver_stream_tunnel_requests_total', 'code', '101')).toBe(true);
     expect(seen('kube_stream_proxy_tunnel_agents', 'cluster', 'one')).toBe(true);
+    expect(seen('kube_stream_proxy_upstream_streaming_fallbacks_total', 'from', 'websocket'), 'the fallback behind the agent').toBe(true);
     expect(seen('aggregator_unavailable_apiservice', 'name', 'v1beta1.metrics.k8s.io')).toBe(true);
     expect(seen('kube_stream_proxy_upstream_dial_errors_total', 'caller', 'readiness')).toBe(true);
     // The reader found something to check in every rule.

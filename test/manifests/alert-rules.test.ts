@@ -116,6 +116,7 @@ describe('alert rules (content)', () => {
     expect(metricsOf('KubeStreamProxyTranslationFailures')).toContain('apiserver_stream_translator_requests_total');
     expect(metricsOf('KubeStreamProxyTunnelFailures')).toContain('apiserver_stream_tunnel_requests_total');
     expect(metricsOf('KubeStreamProxyUpgradeRefusals')).toContain('kube_stream_proxy_upgrade_requests_total');
+    expect(metricsOf('KubeStreamProxyStreamingFallbacksRising')).toContain('kube_stream_proxy_upstream_streaming_fallbacks_total');
     expect(metricsOf('KubeStreamProxyUpstreamUnreachable')).toContain('kube_stream_proxy_upstream_dial_errors_total');
     expect(metricsOf('KubeStreamProxyAggregatedAPIDown')).toContain('aggregator_unavailable_apiservice');
     expect(metricsOf('KubeStreamProxyAgentClusterWithoutTunnel')).toContain('kube_stream_proxy_tunnel_agents');

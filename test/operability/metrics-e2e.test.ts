@@ -3,6 +3,12 @@
  * port-forward through the in-process proxy in front of the in-process dev cluster, with real
  * kubectl 1.33; after each, `/metrics` shows every counter with the expected labels and increments.
  * Then `promtool check metrics` (Debian's prometheus package) lints the exposition.
+ *
+ * The translator's and the tunnel's counters are what the first part is about, so that proxy runs
+ * with `--upstream-streaming spdy` (the dev cluster plays kube-apiserver 1.36, which takes WebSockets
+ * itself: the default would pass them through). The second part is the default (`auto`): the same
+ * sessions passed through (`proxied_to_upstream`, with the dev cluster's own counters saying who
+ * served them), and failed upgrades asked once more in the other protocol (the fallback counter).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
@@ -14,6 +20,7 @@ import { startServer } from '../../src/server.js';
 import { counterValue } from '../helpers/metrics.js';
 import { startBytesServer, downloadDigest, type BytesServer } from '../helpers/http-fixture.js';
 import { FORCE_SPDY_ENV, findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
+import { moved, wayCounts } from '../dev/cluster/streaming-ways.js';
 import { eventually, startOperabilityFixture, type OperabilityFixture } from './operability-fixture.js';
 
 const skipReason = kubectlE2eSkipReason();
@@ -70,7 +77,8 @@ describe.skipIf(skipReason !== undefined)('metrics after exec, attach, failed up
   let bytesServer: BytesServer;
 
   beforeAll(async () => {
-    fx = await startOperabilityFixture();
+    // Translator and tunnel metrics: translate here (see the file's comment).
+    fx = await startOperabilityFixture({ upstreamStreaming: 'spdy' });
     bytesServer = await startBytesServer();
     bin = findKubectl('1.33');
   });
@@ -215,7 +223,8 @@ describe.skipIf(skipReason !== undefined)('metrics after exec, attach, failed up
       fx,
       [
         ['apiserver_stream_tunnel_requests_total', { code: '101' }, 1],
-        ['apiserver_websocket_streaming_requests_total', { subresource: 'portforward', proxy_type: 'translated_at_apiserver' }, 1],
+        // kube-apiserver's label for a tunnel it unwraps itself (not translated_at_apiserver, which is v5 exec/attach).
+        ['apiserver_websocket_streaming_requests_total', { subresource: 'portforward', proxy_type: 'tunneled_at_apiserver' }, 1],
         ['kube_stream_proxy_streaming_requests_total', { subresource: 'portforward', protocol: 'tunnel', path: 'tunnel' }, 1],
         ['kube_stream_proxy_session_duration_seconds_count', { subresource: 'portforward', path: 'tunnel' }, 1],
       ],
@@ -259,6 +268,114 @@ describe.skipIf(skipReason !== undefined)('metrics after exec, attach, failed up
     ]) {
       expect(text, name).toMatch(new RegExp(`^# TYPE ${name} `, 'm'));
     }
+  });
+});
+
+describe.skipIf(skipReason !== undefined)('metrics of the default path (--upstream-streaming auto, kubectl 1.33)', () => {
+  let fx: OperabilityFixture;
+  let bin: string;
+  let bytesServer: BytesServer;
+
+  beforeAll(async () => {
+    fx = await startOperabilityFixture();
+    bytesServer = await startBytesServer();
+    bin = findKubectl('1.33');
+  });
+  afterAll(async () => {
+    await fx?.close();
+    await bytesServer?.close();
+  });
+
+  it('exec (WebSocket v5, passed through; the dev cluster hands it to its kubelet)', async () => {
+    const ways = await wayCounts(fx.cluster);
+    await expectIncrements(
+      fx,
+      [
+        ['apiserver_websocket_streaming_requests_total', { subresource: 'exec', proxy_type: 'proxied_to_upstream' }, 1],
+        ['kube_stream_proxy_streaming_requests_total', { subresource: 'exec', protocol: 'websocket', path: 'passthrough', outcome: 'success' }, 1],
+        ['kube_stream_proxy_session_duration_seconds_count', { subresource: 'exec', path: 'passthrough' }, 1],
+        ['kube_stream_proxy_handshake_duration_seconds_count', { subresource: 'exec', path: 'passthrough' }, 1],
+        ['kube_stream_proxy_upgrade_requests_total', { handler: 'exec', code: '101' }, 1],
+        ['apiserver_stream_translator_requests_total', {}, 0],
+        ['kube_stream_proxy_upstream_streaming_fallbacks_total', {}, 0],
+      ],
+      async () => {
+        const r = await runKubectl(bin, ['exec', 'demo', '--', 'echo', 'hi'], { kubeconfig: fx.kubeconfig, cwd: fx.work, timeoutMs: 60_000 });
+        expect(r.code, summary(r)).toBe(0);
+        expect(r.stdout.toString()).toBe('hi\n');
+      },
+    );
+    expect(moved(ways, await wayCounts(fx.cluster))).toEqual({ 'apiserver/exec/proxied_to_kubelet': 1, 'kubelet/exec': 1 });
+    expect(await fx.value('kube_stream_proxy_active_sessions')).toBe(0);
+  });
+
+  it('port-forward (the tunnel, passed through; the dev cluster hands it to its kubelet)', async () => {
+    const ways = await wayCounts(fx.cluster);
+    await expectIncrements(
+      fx,
+      [
+        ['apiserver_websocket_streaming_requests_total', { subresource: 'portforward', proxy_type: 'proxied_to_upstream' }, 1],
+        ['kube_stream_proxy_streaming_requests_total', { subresource: 'portforward', protocol: 'tunnel', path: 'passthrough' }, 1],
+        ['kube_stream_proxy_session_duration_seconds_count', { subresource: 'portforward', path: 'passthrough' }, 1],
+        ['apiserver_stream_tunnel_requests_total', {}, 0],
+        ['kube_stream_proxy_upstream_streaming_fallbacks_total', {}, 0],
+      ],
+      async () => {
+        const pf = startKubectl(bin, ['port-forward', 'pod/demo', `:${bytesServer.port}`], { kubeconfig: fx.kubeconfig, env: {}, cwd: fx.work });
+        try {
+          const m = await pf.waitForOutput(new RegExp(`Forwarding from 127\\.0\\.0\\.1:(\\d+) -> ${bytesServer.port}\\b`), 30_000);
+          const d = await downloadDigest(`http://127.0.0.1:${m[1]}/bytes/100000?seed=6`);
+          expect({ sha256: d.sha256, byteLength: d.byteLength }).toEqual(bytesServer.expected(100000, 6));
+          expect(await fx.value('kube_stream_proxy_active_sessions', { subresource: 'portforward', path: 'passthrough' })).toBe(1);
+        } finally {
+          await pf.stop('SIGINT', 10_000);
+        }
+      },
+    );
+    expect(moved(ways, await wayCounts(fx.cluster))).toEqual({ 'apiserver/portforward/proxied_to_kubelet': 1, 'kubelet/portforward': 1 });
+    expect(await fx.value('kube_stream_proxy_active_sessions')).toBe(0);
+  });
+
+  it('a failed v5 upgrade (no such pod): a NotFound Status is the same in every protocol, so it is relayed and nothing is asked again', async () => {
+    await expectIncrements(
+      fx,
+      [
+        ['kube_stream_proxy_upstream_streaming_fallbacks_total', {}, 0],
+        ['apiserver_stream_translator_requests_total', {}, 0],
+        ['apiserver_websocket_streaming_requests_total', { subresource: 'exec', proxy_type: 'proxied_to_upstream' }, 1],
+        ['apiserver_websocket_streaming_requests_total', { subresource: 'exec', proxy_type: 'translated_at_apiserver' }, 0],
+        ['kube_stream_proxy_streaming_requests_total', { subresource: 'exec', protocol: 'websocket', path: 'passthrough', outcome: 'upstream_refused' }, 1],
+        ['kube_stream_proxy_streaming_requests_total', { subresource: 'exec' }, 1],
+        ['kube_stream_proxy_upgrade_requests_total', { handler: 'exec', code: '404' }, 1],
+      ],
+      async () => {
+        const answer = await refusedWebsocketExec(fx.proxy.url, '/api/v1/namespaces/default/pods/missing/exec?command=true&stdout=true');
+        expect(answer).toMatchObject({ code: 404, status: { kind: 'Status', status: 'Failure', reason: 'NotFound', code: 404 } });
+      },
+    );
+  });
+
+  it('a failed SPDY upgrade (no such pod): relayed, nothing asked again over WebSocket', async () => {
+    await expectIncrements(
+      fx,
+      [
+        ['kube_stream_proxy_upstream_streaming_fallbacks_total', {}, 0],
+        ['kube_stream_proxy_streaming_requests_total', { subresource: 'exec', protocol: 'spdy', path: 'passthrough', outcome: 'upstream_refused' }, 1],
+        ['kube_stream_proxy_streaming_requests_total', { subresource: 'exec' }, 1],
+        ['kube_stream_proxy_upgrade_requests_total', { handler: 'exec', code: '404' }, 1],
+        // kube-apiserver's counters are for WebSocket clients.
+        ['apiserver_stream_translator_requests_total', {}, 0],
+        ['apiserver_websocket_streaming_requests_total', {}, 0],
+      ],
+      async () => {
+        const answer = await rawExchange(
+          fx.proxy.url,
+          'POST /api/v1/namespaces/default/pods/missing/exec?command=true&stdout=true HTTP/1.1\r\nHost: x\r\n' +
+            'Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\nContent-Length: 0\r\n\r\n',
+        );
+        expect(answer).toMatch(/^HTTP\/1\.1 404/);
+      },
+    );
   });
 });
 

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig, type UpstreamStreaming } from '../../src/config.js';
 import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
 import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { startServer, type RunningServer } from '../../src/server.js';
@@ -49,8 +49,12 @@ export async function eventually<T>(what: string, probe: () => Promise<T | undef
   }
 }
 
-/** Start cluster and proxy; `shutdownGracePeriod` as the flag (Go duration). */
-export async function startOperabilityFixture(o: { shutdownGracePeriod?: string } = {}): Promise<OperabilityFixture> {
+/**
+ * Start cluster and proxy; `shutdownGracePeriod` as the flag (Go duration), `upstreamStreaming` as
+ * `--upstream-streaming` (`spdy`: WebSocket clients translated or tunnelled here, the way to test the
+ * translator in front of a dev cluster that would take WebSockets itself).
+ */
+export async function startOperabilityFixture(o: { shutdownGracePeriod?: string; upstreamStreaming?: UpstreamStreaming } = {}): Promise<OperabilityFixture> {
   const work = mkdtempSync(join(tmpdir(), 'ksp-operability-'));
   const cluster = await startDevCluster({ dataDir: join(work, 'pods') });
   const logs: LogLine[] = [];
@@ -71,6 +75,7 @@ export async function startOperabilityFixture(o: { shutdownGracePeriod?: string 
     listen: '127.0.0.1:0',
     upstream: cluster.url,
     ...(o.shutdownGracePeriod !== undefined ? { shutdownGracePeriod: o.shutdownGracePeriod } : {}),
+    ...(o.upstreamStreaming !== undefined ? { upstreamStreaming: o.upstreamStreaming } : {}),
   });
   const proxy = await startServer(config, { logger: { level: 'info', stream } });
   const kubeconfig = join(work, 'kubeconfig');

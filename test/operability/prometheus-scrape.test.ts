@@ -1,7 +1,9 @@
 /**
  * A real Prometheus server (Debian's `prometheus` package) scrapes the in-process proxy every second;
- * after a kubectl exec (1.33: WebSocket v5, translated), a query through Prometheus's HTTP API returns
- * the proxy's `apiserver_stream_translator_requests_total{code="200"}` value. Polled with a deadline.
+ * after a kubectl exec (1.33: WebSocket v5, passed through by the default to the dev cluster, which
+ * takes it itself as kube-apiserver 1.36 does), a query through Prometheus's HTTP API returns the
+ * proxy's `apiserver_websocket_streaming_requests_total{subresource="exec",proxy_type="proxied_to_upstream"}`
+ * value — which way the proxy sent the session. Polled with a deadline.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -68,27 +70,28 @@ describe.skipIf(skipReason !== undefined)('a real Prometheus scrapes the proxy',
     await fx?.close();
   });
 
-  it('returns the translator counter after a kubectl exec', async () => {
+  it('returns the WebSocket streaming counter after a kubectl exec', async () => {
+    const name = 'apiserver_websocket_streaming_requests_total';
+    const labels = { subresource: 'exec', proxy_type: 'proxied_to_upstream' };
     const r = await runKubectl(findKubectl('1.33'), ['exec', 'demo', '--', 'echo', 'scraped'], { kubeconfig: fx.kubeconfig, timeoutMs: 60_000 });
     expect(r.code, summary(r)).toBe(0);
     const own = await eventually('the proxy counting the exec', async () => {
-      const v = await fx.value('apiserver_stream_translator_requests_total', { code: '200' });
+      const v = await fx.value(name, labels);
       return v >= 1 ? v : undefined;
     });
-    const query = encodeURIComponent('apiserver_stream_translator_requests_total');
     const seen = await eventually(
       'Prometheus to return the counter',
       async () => {
-        const body = (await (await fetch(`${promUrl}/api/v1/query?query=${query}`)).json()) as {
+        const body = (await (await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(name)}`)).json()) as {
           status: string;
           data: { result: Array<{ metric: Record<string, string>; value: [number, string] }> };
         };
-        const sample = body.data.result.find((s) => s.metric.code === '200');
+        const sample = body.data.result.find((s) => s.metric.subresource === labels.subresource && s.metric.proxy_type === labels.proxy_type);
         return sample && Number(sample.value[1]) === own ? sample : undefined;
       },
       30_000,
     );
-    expect(seen.metric).toMatchObject({ __name__: 'apiserver_stream_translator_requests_total', code: '200', job: 'kube-stream-proxy' });
+    expect(seen.metric).toMatchObject({ __name__: name, ...labels, job: 'kube-stream-proxy' });
     expect(Number(seen.value[1])).toBe(1);
   });
 });

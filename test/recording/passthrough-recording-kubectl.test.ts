@@ -2,24 +2,29 @@
  * Recording in `--authn passthrough` (issue 31, findings 6 and 12), through the real proxy against a
  * dev cluster with static tokens and a policy (the upstream authenticates and authorizes):
  *
- * - Refused sessions persist nothing: kubectl 1.27 (SPDY passthrough) and 1.33 (WebSocket v5,
- *   translated) exec and port-forward (SPDY, the tunnel) as a user the dev cluster forbids (403),
- *   and a bad token straight at the exec endpoint (SPDY, WebSocket v5, the port-forward tunnel: 401).
+ * - Refused sessions persist nothing: kubectl 1.27 (SPDY passthrough) and 1.33 (WebSocket v5, passed
+ *   through, refused, then translated here: a 403 is a fallback answer) exec and port-forward (SPDY,
+ *   the tunnel) as a user the dev cluster forbids (403), and a bad token straight at the exec endpoint
+ *   (SPDY, WebSocket v5, the port-forward tunnel: 401, relayed without a fallback).
  *   The recordings directory stays empty, the audit lines carry no recording id, and
  *   `kube_stream_proxy_session_recording_refused_attempts_total{code}` counts each attempt; under
  *   `enforce` the answer is the upstream's refusal, not 503.
  * - Recordings name the caller: a session of `alice` names her (user and groups as the dev cluster's
  *   SelfSubjectReview answers with her own token) in the cast header, the index entry and the audit
- *   line; the review is asked once per credential within its cache's lifetime.
+ *   line, on every path (SPDY and v5 passed through; v5 translated by a proxy with
+ *   `--upstream-streaming spdy`, since the dev cluster plays a 1.36 apiserver that takes v5 itself);
+ *   the review is asked once per credential within its cache's lifetime.
  * - The same through an agent (`/clusters/NAME`, passthrough): the review goes through the tunnel to
  *   that cluster; a forbidden session there stores nothing.
  * - The sink's health is checked before the upgrade: `enforce` with a full recordings volume (a
  *   1 MiB tmpfs, mounted here as root; skipped with the reason where mounting is refused) is refused
  *   with 503 before any upgrade (the dev cluster sees no exec) and nothing is created.
  * - A sink that is healthy but refuses the creation at the upstream's 101 (a recorder that answers
- *   `/healthz` and 401 to the ingest): enforce, kubectl 1.27 (SPDY passthrough) gets the 503 instead
- *   of its 101 and 1.33 (translated) the Status on channel 3 — both end at once with "session
- *   recording unavailable", never an unrecorded session; fail open, the session runs, counted.
+ *   `/healthz` and 401 to the ingest): enforce, kubectl 1.27 (SPDY passthrough) and 1.33 through the
+ *   default (v5 passed through) get the 503 instead of their 101, and 1.33 translated (a proxy with
+ *   `--upstream-streaming spdy`: the translator's own answer) the Status on channel 3 — all end at
+ *   once with "session recording unavailable", never an unrecorded session; fail open, the session
+ *   runs, counted.
  *
  * The agents run from the compiled CLI (`npm run build`).
  */
@@ -71,8 +76,11 @@ describe.skipIf(skip !== undefined)('recording in passthrough: refused sessions 
   let pki: TestPki;
   let cluster: DevCluster;
   let open: RecordingProxy;
+  /** `--upstream-streaming spdy`: kubectl 1.33's v5 translated here. */
+  let openTranslating: RecordingProxy;
   let strict: RecordingProxy;
   let openDir: string;
+  let openTranslatingDir: string;
   let strictDir: string;
   const kubeconfigs: Record<string, string> = {};
 
@@ -90,10 +98,18 @@ describe.skipIf(skip !== undefined)('recording in passthrough: refused sessions 
     cluster = await startDevCluster({ dataDir: join(work, 'pods'), tokenAuthFile: join(work, 'tokens.csv'), authorizationPolicyFile: join(work, 'authz.json') });
     openDir = join(work, 'recordings');
     strictDir = join(work, 'recordings-enforce');
+    openTranslatingDir = join(work, 'recordings-translated');
     open = await startRecordingProxy({ ...tls, upstream: cluster.url, sessionRecordingConfig: writeText(join(work, 'open.yaml'), policyYaml({ match: '{pods: [demo]}' })), sessionRecordingDir: openDir });
+    openTranslating = await startRecordingProxy({
+      ...tls,
+      upstream: cluster.url,
+      upstreamStreaming: 'spdy',
+      sessionRecordingConfig: writeText(join(work, 'open-translated.yaml'), policyYaml({ match: '{pods: [demo]}' })),
+      sessionRecordingDir: openTranslatingDir,
+    });
     strict = await startRecordingProxy({ ...tls, upstream: cluster.url, sessionRecordingConfig: writeText(join(work, 'strict.yaml'), policyYaml({ match: '{pods: [demo]}', enforce: true })), sessionRecordingDir: strictDir });
     for (const [name, token] of [['alice', 't-alice'], ['viewer', 't-viewer']] as const) {
-      for (const [proxyName, p] of [['open', open], ['strict', strict]] as const) {
+      for (const [proxyName, p] of [['open', open], ['open-translated', openTranslating], ['strict', strict]] as const) {
         kubeconfigs[`${name}-${proxyName}`] = join(work, `kubeconfig-${name}-${proxyName}`);
         writeKubeconfig(kubeconfigs[`${name}-${proxyName}`]!, { server: p.url, name, token, caPem: pki.ca.cert.toString() });
       }
@@ -101,6 +117,7 @@ describe.skipIf(skip !== undefined)('recording in passthrough: refused sessions 
   });
   afterAll(async () => {
     await open?.close();
+    await openTranslating?.close();
     await strict?.close();
     await cluster?.close();
     if (work) rmSync(work, { recursive: true, force: true });
@@ -141,7 +158,8 @@ describe.skipIf(skip !== undefined)('recording in passthrough: refused sessions 
     const exec = '/api/v1/namespaces/default/pods/demo/exec?command=sh&stdout=true';
     const spdy = await rawUpgrade(open.url, pki.ca.cert, [`POST ${exec} HTTP/1.1`, 'Authorization: Bearer not-a-token', 'Connection: Upgrade', 'Upgrade: SPDY/3.1', 'X-Stream-Protocol-Version: v4.channel.k8s.io']);
     expect(spdy).toMatch(/^HTTP\/1\.1 401 /);
-    // WebSocket v5: translated (the upstream's 401 answers the handshake).
+    // WebSocket v5: passed through (the default, to a dev cluster that takes v5); the upstream's 401
+    // answers the handshake, with no fallback (credentials refused in one protocol are in the other).
     expect(await rawUpgrade(open.url, pki.ca.cert, websocketHead('GET', exec, 'v5.channel.k8s.io', 'not-a-token'))).toMatch(/^HTTP\/1\.1 401 /);
     // The port-forward tunnel.
     expect(await rawUpgrade(open.url, pki.ca.cert, websocketHead('GET', '/api/v1/namespaces/default/pods/demo/portforward?ports=80', 'SPDY/3.1+portforward.k8s.io', 'not-a-token'))).toMatch(/^HTTP\/1\.1 401 /);
@@ -159,17 +177,20 @@ describe.skipIf(skip !== undefined)('recording in passthrough: refused sessions 
     expect(counterValue(await metrics(strict), REFUSED, { code: '403' })).toBeGreaterThanOrEqual(1);
   });
 
-  it.each<{ version: KubectlVersion; path: string }>([
-    { version: '1.27', path: 'passthrough' },
-    { version: '1.33', path: 'translated' },
-  ])('kubectl $version ($path): the cast header, the index and the audit line name the user the dev cluster reports', async ({ version, path }) => {
+  it.each<{ version: KubectlVersion; path: string; clientProtocol: string; translating: boolean }>([
+    { version: '1.27', path: 'passthrough', clientProtocol: 'spdy', translating: false },
+    { version: '1.33', path: 'passthrough', clientProtocol: 'websocket', translating: false },
+    { version: '1.33', path: 'translated', clientProtocol: 'websocket', translating: true },
+  ])('kubectl $version ($clientProtocol, $path): the cast header, the index and the audit line name the user the dev cluster reports', async ({ version, path, clientProtocol, translating }) => {
+    const [proxy, dir, kubeconfig] = translating ? [openTranslating, openTranslatingDir, kubeconfigs['alice-open-translated']!] : [open, openDir, kubeconfigs['alice-open']!];
     const reviews = (): number => cluster.requests.filter((q) => q.url.includes('/selfsubjectreviews') && q.user === 'alice').length;
-    const auditsBefore = open.audits().length;
-    const r = await runKubectl(findKubectl(version), ['exec', 'demo', '--', 'sh', '-c', 'echo hello-$((40+2))'], { kubeconfig: kubeconfigs['alice-open']!, timeoutMs: 30_000 });
+    const auditsBefore = proxy.audits().length;
+    const r = await runKubectl(findKubectl(version), ['exec', 'demo', '--', 'sh', '-c', 'echo hello-$((40+2))'], { kubeconfig, timeoutMs: 30_000 });
     expect(r.code, summary(r)).toBe(0);
-    const audit = await open.audit(auditsBefore + 1);
-    expect(audit).toMatchObject({ path, user: 'alice', recordingId: expect.any(String), exitCode: 0 });
-    const rec = await storedRecording(openDir, audit.recordingId);
+    const audit = await proxy.audit(auditsBefore + 1);
+    expect(audit).toMatchObject({ path, clientProtocol, user: 'alice', recordingId: expect.any(String), exitCode: 0 });
+    expect(audit.fallback).toBeUndefined();
+    const rec = await storedRecording(dir, audit.recordingId);
     expect(rec.header[CAST_HEADER_KEY]).toMatchObject({ sessionId: audit.recordingId, user: 'alice', groups: ['devs', 'system:authenticated'] });
     expect(rec.header[CAST_HEADER_KEY].userUnknown).toBeUndefined();
     expect(rec.summary).toMatchObject({ id: audit.recordingId, user: 'alice', groups: ['devs', 'system:authenticated'], result: 'complete' });
@@ -177,9 +198,9 @@ describe.skipIf(skip !== undefined)('recording in passthrough: refused sessions 
     // with the same credential within the cache's lifetime asks no more.
     const asked = reviews();
     expect(asked).toBeGreaterThanOrEqual(1);
-    const again = await runKubectl(findKubectl(version), ['exec', 'demo', '--', 'true'], { kubeconfig: kubeconfigs['alice-open']!, timeoutMs: 30_000 });
+    const again = await runKubectl(findKubectl(version), ['exec', 'demo', '--', 'true'], { kubeconfig, timeoutMs: 30_000 });
     expect(again.code, summary(again)).toBe(0);
-    expect((await open.audit(auditsBefore + 2)).user).toBe('alice');
+    expect((await proxy.audit(auditsBefore + 2)).user).toBe('alice');
     expect(reviews()).toBe(asked);
   });
 
@@ -323,8 +344,9 @@ describe.skipIf(skip !== undefined)('a sink that is healthy but cannot create th
   let cluster: DevCluster;
   let recorder: Server;
   const ingests: string[] = [];
-  const proxies: Record<'strict' | 'open', RecordingProxy> = {} as never;
-  const kubeconfigs: Record<'strict' | 'open', string> = {} as never;
+  /** `strict-translating`: enforce with `--upstream-streaming spdy` (kubectl 1.33's v5 translated here). */
+  const proxies: Record<'strict' | 'strict-translating' | 'open', RecordingProxy> = {} as never;
+  const kubeconfigs: Record<'strict' | 'strict-translating' | 'open', string> = {} as never;
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'ksp-rec-create-'));
@@ -338,9 +360,10 @@ describe.skipIf(skip !== undefined)('a sink that is healthy but cannot create th
     });
     await new Promise<void>((r) => recorder.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(recorder.address() as AddressInfo).port}`;
-    for (const name of ['strict', 'open'] as const) {
-      const policy = writeText(join(work, `${name}.yaml`), policyYaml({ enforce: name === 'strict' }));
-      proxies[name] = await startRecordingProxy({ upstream: cluster.url, sessionRecordingConfig: policy, sessionRecorderUrl: url });
+    for (const name of ['strict', 'strict-translating', 'open'] as const) {
+      const policy = writeText(join(work, `${name}.yaml`), policyYaml({ enforce: name !== 'open' }));
+      const streaming = name === 'strict-translating' ? { upstreamStreaming: 'spdy' as const } : {};
+      proxies[name] = await startRecordingProxy({ upstream: cluster.url, sessionRecordingConfig: policy, sessionRecorderUrl: url, ...streaming });
       kubeconfigs[name] = join(work, `kubeconfig-${name}`);
       writeKubeconfig(kubeconfigs[name], { server: proxies[name].url, name });
     }
@@ -352,23 +375,25 @@ describe.skipIf(skip !== undefined)('a sink that is healthy but cannot create th
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it.each<{ version: KubectlVersion; path: string }>([
-    { version: '1.27', path: 'passthrough' },
-    { version: '1.33', path: 'translated' },
-  ])('enforce, kubectl $version ($path): ends at once with "session recording unavailable"', async ({ version, path }) => {
-    const auditsBefore = proxies.strict.audits().length;
+  it.each<{ version: KubectlVersion; path: string; clientProtocol: string; proxy: 'strict' | 'strict-translating' }>([
+    { version: '1.27', path: 'passthrough', clientProtocol: 'spdy', proxy: 'strict' },
+    { version: '1.33', path: 'passthrough', clientProtocol: 'websocket', proxy: 'strict' },
+    { version: '1.33', path: 'translated', clientProtocol: 'websocket', proxy: 'strict-translating' },
+  ])('enforce, kubectl $version ($clientProtocol, $path): ends at once with "session recording unavailable"', async ({ version, path, clientProtocol, proxy }) => {
+    const auditsBefore = proxies[proxy].audits().length;
     const ingestsBefore = ingests.length;
     const started = Date.now();
-    const r = await runKubectl(findKubectl(version), ['exec', 'demo', '--', 'sh', '-c', 'sleep 0.5; echo should-not-be-seen'], { kubeconfig: kubeconfigs.strict, timeoutMs: 20_000 });
+    const r = await runKubectl(findKubectl(version), ['exec', 'demo', '--', 'sh', '-c', 'sleep 0.5; echo should-not-be-seen'], { kubeconfig: kubeconfigs[proxy], timeoutMs: 20_000 });
     expect(r.code, summary(r)).toBe(1);
     expect(r.stderr).toContain('session recording unavailable');
     expect(r.stdout.toString()).not.toContain('should-not-be-seen');
     expect(Date.now() - started).toBeLessThan(10_000);
     // The creation was asked for at the 101 (not before the upstream answered), and refused.
     expect(ingests.length).toBeGreaterThan(ingestsBefore);
-    const audit = await proxies.strict.audit(auditsBefore + 1);
-    expect(audit).toMatchObject({ path, ...(path === 'passthrough' ? { statusCode: 503, outcome: 'recording_unavailable' } : { statusCode: 101 }) });
-    const m = await (await fetch(`${proxies.strict.url}/metrics`)).text();
+    const audit = await proxies[proxy].audit(auditsBefore + 1);
+    // A passthrough answers 503 instead of the upstream's 101; the translator has sent its 101 and ends with the Status.
+    expect(audit).toMatchObject({ path, clientProtocol, ...(path === 'passthrough' ? { statusCode: 503, outcome: 'recording_unavailable' } : { statusCode: 101 }) });
+    const m = await (await fetch(`${proxies[proxy].url}/metrics`)).text();
     expect(counterValue(m, 'kube_stream_proxy_session_recording_sink_errors_total', { sink: 'recorder', phase: 'open' })).toBeGreaterThanOrEqual(1);
   }, 40_000);
 

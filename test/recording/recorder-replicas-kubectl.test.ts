@@ -3,7 +3,9 @@
  * built CLI, a real process that can be SIGKILLed):
  *
  * - two proxy replicas record to one recorder: kubectl 1.27 `exec -it` (SPDY) through replica A
- *   under tmux, kubectl 1.33 (WebSocket v5) through replica B; the recorder keeps who uploaded each;
+ *   under tmux, kubectl 1.33 (WebSocket v5, passed through by the default to the dev cluster, which
+ *   takes it as kube-apiserver 1.36 does; recorded by the WebSocket tap) through replica B; the
+ *   recorder keeps who uploaded each;
  *   `sessions list|play --recorder` read them, and the played screen is the live one;
  * - real Chromium opens the recorder's `/sessions/` and plays the session recorded through replica A
  *   (screenshot); a caller outside the viewer group gets 403;
@@ -15,7 +17,7 @@
  * Needs `npm run build` (the recorder and `sessions` run from bin/kube-stream-proxy.js).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,34 +30,11 @@ import { findKubectl, kubectlE2eSkipReason, kubectlEnv, runKubectl, startKubectl
 import { counterValue } from '../helpers/metrics.js';
 import { expectShellFollowsResize, hasLine, startTmux } from '../helpers/tty.js';
 import { waitFor } from '../helpers/wait.js';
-import { CLI, expectPlayedAsLive, outputOf, policyYaml, startRecordingProxy, storedRecording, writeText, type RecordingProxy } from './recording-proxy-fixture.js';
+import { CLI, expectPlayedAsLive, outputOf, policyYaml, startRecorderProcess, startRecordingProxy, storedRecording, writeText, type RecorderProcess, type RecordingProxy } from './recording-proxy-fixture.js';
 
 const execFileP = promisify(execFile);
 const CHROMIUM = '/usr/bin/chromium';
 const BROWSER_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-
-interface RecorderProcess {
-  url: string;
-  port: number;
-  child: ChildProcess;
-  kill(signal: NodeJS.Signals): Promise<void>;
-}
-
-async function startRecorderProcess(dir: string, work: string, port = 0): Promise<RecorderProcess> {
-  const child = spawn(process.execPath, [CLI, 'recorder', '--listen', `127.0.0.1:${port}`, '--dir', dir, '--ingest-token-file', join(work, 'ingest.csv'), '--viewer-token-file', join(work, 'viewers.csv'), '--viewer-group', 'auditors'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /listening on (http:\/\/\S+),/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
-    child.once('exit', (code) => reject(new Error(`recorder exited ${code}: ${out}`)));
-  });
-  return { url, port: Number(new URL(url).port), child, kill: async (signal) => (child.kill(signal), exited) };
-}
 
 /** Runs in the page: whether the player's terminal shows `needle` (a function: the page's CSP forbids string evaluation). */
 function termIncludes(needle: string): boolean {
@@ -114,7 +93,10 @@ describe.skipIf(skip !== undefined)('recording to a remote recorder through real
     const r = await runKubectl(findKubectl('1.33'), ['exec', 'demo', '--', 'sh', '-c', 'echo via-b; exit 0'], { kubeconfig: kubeconfigs.b, timeoutMs: 30_000 });
     expect(r.code, summary(r)).toBe(0);
     const [auditA, auditB] = [await proxies.a.audit(1), await proxies.b.audit(1)];
-    expect(auditB.path).toBe('translated');
+    expect(auditB).toMatchObject({ path: 'passthrough', clientProtocol: 'websocket', exitCode: 0 });
+    const metricsB = await (await fetch(`${proxies.b.url}/metrics`)).text();
+    expect(counterValue(metricsB, 'apiserver_websocket_streaming_requests_total', { subresource: 'exec', proxy_type: 'proxied_to_upstream' })).toBe(1);
+    expect(counterValue(metricsB, 'apiserver_stream_translator_requests_total')).toBe(0);
     interactiveId = auditA.recordingId;
     const a = await storedRecording(recDir, auditA.recordingId);
     const b = await storedRecording(recDir, auditB.recordingId);

@@ -3,6 +3,7 @@
  * flags, as `serve` runs it): a policy file, the proxy's log lines (the audit line carries the
  * recording id), reading a stored cast and its index entry, and `sessions play` under tmux.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
@@ -161,4 +162,40 @@ export function expectPlayedAsLive(played: string[], live: string, exitCommand: 
   expect(played.slice(0, liveLines.length - 1)).toEqual(liveLines.slice(0, -1));
   expect(played[liveLines.length - 1]).toBe(`${liveLines.at(-1)} ${exitCommand}`);
   expect(played[liveLines.length]).toBe('play-exit=0');
+}
+
+/** `kube-stream-proxy recorder` as its own process (the built CLI), which a test may SIGKILL. */
+export interface RecorderProcess {
+  url: string;
+  port: number;
+  child: ChildProcess;
+  kill(signal: NodeJS.Signals): Promise<void>;
+}
+
+/**
+ * Start the recorder on `port` (0: a free one) storing into `dir`, with `work`'s `ingest.csv`
+ * (replicas) and `viewers.csv` (viewers of group `auditors`); resolves once it listens.
+ */
+export async function startRecorderProcess(dir: string, work: string, port = 0): Promise<RecorderProcess> {
+  const child = spawn(process.execPath, [CLI, 'recorder', '--listen', `127.0.0.1:${port}`, '--dir', dir, '--ingest-token-file', join(work, 'ingest.csv'), '--viewer-token-file', join(work, 'viewers.csv'), '--viewer-group', 'auditors'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const m = /listening on (http:\/\/\S+),/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    child.once('exit', (code) => reject(new Error(`recorder exited ${code}: ${out}`)));
+  });
+  return {
+    url,
+    port: Number(new URL(url).port),
+    child,
+    kill: async (signal) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
+    },
+  };
 }

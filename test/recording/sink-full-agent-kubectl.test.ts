@@ -7,8 +7,9 @@
  *   the session goes on to its end, and the metrics say the recording was dropped (`sink_error`).
  * - A session through an agent (`/clusters/NAME`, test/tunnel/tunnel-fixture.ts), recorded by a rule
  *   matching the cluster: kubectl 1.27 (SPDY passthrough over the tunnel) and 1.33 (WebSocket v5,
- *   translated) `exec -it` under tmux; the cast names the cluster, and `sessions play` ends on the
- *   live screen.
+ *   passed through the tunnel to the cluster, which takes it as kube-apiserver 1.36 does: the proxy's
+ *   `proxied_to_upstream` and the cluster's own counters say so; recorded by the WebSocket tap)
+ *   `exec -it` under tmux; the cast names the cluster, and `sessions play` ends on the live screen.
  *
  * Needs `npm run build` (the agents and `sessions play` run from bin/kube-stream-proxy.js).
  */
@@ -21,6 +22,7 @@ import { PassThrough } from 'node:stream';
 import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
 import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { CAST_HEADER_KEY } from '../../src/recording/asciicast.js';
+import { moved, wayCounts, type WayCounts } from '../dev/cluster/streaming-ways.js';
 import { findKubectl, kubectlE2eSkipReason, kubectlEnv, startKubectl, type KubectlVersion } from '../helpers/kubectl.js';
 import { counterValue } from '../helpers/metrics.js';
 import { expectShellFollowsResize, hasLine, startTmux } from '../helpers/tty.js';
@@ -156,11 +158,13 @@ describe.skipIf(skip !== undefined)('a session through an agent, recorded by a r
   }, 60_000);
   afterAll(async () => fx?.close());
 
-  it.each<{ version: KubectlVersion; translated: boolean }>([
-    { version: '1.27', translated: false },
-    { version: '1.33', translated: true },
-  ])('kubectl $version exec -it through /clusters/one: recorded with the cluster; played back to the live screen', async ({ version, translated }) => {
-    const before = await fx.metric('apiserver_stream_translator_requests_total', { code: '200' });
+  it.each<{ version: KubectlVersion; websocket: boolean; recordings: number; inCluster: WayCounts }>([
+    { version: '1.27', websocket: false, recordings: 1, inCluster: {} },
+    { version: '1.33', websocket: true, recordings: 2, inCluster: { 'apiserver/exec/proxied_to_kubelet': 1, 'kubelet/exec': 1 } },
+  ])('kubectl $version exec -it through /clusters/one: recorded with the cluster; played back to the live screen', async ({ version, websocket, recordings, inCluster }) => {
+    const passedThrough = (): Promise<number> => fx.metric('apiserver_websocket_streaming_requests_total', { subresource: 'exec', proxy_type: 'proxied_to_upstream' });
+    const before = await passedThrough();
+    const ways = await wayCounts(fx.clusters.one!);
     const kubeconfig = fx.kubeconfigs.one!;
     const tty = await startTmux({ argv: [findKubectl(version), '--kubeconfig', kubeconfig, 'exec', '-it', 'alpha', '--', 'sh'], env: kubectlEnv(kubeconfig), width: 100, height: 30, cwd: fx.work });
     let live: string;
@@ -173,10 +177,13 @@ describe.skipIf(skip !== undefined)('a session through an agent, recorded by a r
     } finally {
       await tty.kill();
     }
-    expect((await fx.metric('apiserver_stream_translator_requests_total', { code: '200' })) - before).toBe(translated ? 1 : 0);
+    // Which way it went: passed through by the proxy (never translated here), and who served it in the cluster.
+    expect((await passedThrough()) - before).toBe(websocket ? 1 : 0);
+    expect(await fx.metric('apiserver_stream_translator_requests_total')).toBe(0);
+    expect(moved(ways, await wayCounts(fx.clusters.one!))).toEqual(inCluster);
     const id = await waitFor('the recording', async () => {
       const ids = readdirSync(dir).filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)).sort();
-      return ids.length === (translated ? 2 : 1) ? ids.at(-1) : undefined;
+      return ids.length === recordings ? ids.at(-1) : undefined;
     });
     const rec = await storedRecording(dir, id);
     expect(rec.summary).toMatchObject({ cluster: 'one', pod: 'alpha', exitCode: 3, result: 'complete' });

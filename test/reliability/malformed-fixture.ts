@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { WebSocket } from 'ws';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig, type ServeFlags } from '../../src/config.js';
 import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { encodeFrame, FrameParser, HeaderCompressor, type SpdyFrame } from '../../src/spdy/index.js';
@@ -71,10 +71,25 @@ export interface MalformedFixture {
   close(): Promise<void>;
 }
 
-/** Start the dev cluster, the relay and the proxy (proxy → relay → dev cluster). */
-export async function startMalformedFixture(flags: { upgradeResponseTimeout?: string } = {}): Promise<MalformedFixture> {
+/** What a catalogue file runs against. */
+export interface MalformedFixtureOptions {
+  /** `serve` flags of the proxy. */
+  flags?: Pick<ServeFlags, 'upgradeResponseTimeout' | 'upstreamStreaming'>;
+  /** The Kubernetes version the dev cluster plays (default: the dev cluster's, 1.36). */
+  apiserverVersion?: string;
+}
+
+/**
+ * Start the dev cluster, the relay and the proxy (proxy → relay → dev cluster). The catalogue is about
+ * the proxy's own handling, its translator and tunnel included: each file says which path it drives
+ * (`upstreamStreaming: 'spdy'` translates and unwraps here without asking the upstream in WebSocket
+ * first, as before issue 32; an `apiserverVersion` of 1.29 refuses WebSocket v5 and the tunnel, so the
+ * default `auto` falls back to them).
+ */
+export async function startMalformedFixture(o: MalformedFixtureOptions = {}): Promise<MalformedFixture> {
+  const flags = o.flags ?? {};
   const work = mkdtempSync(join(tmpdir(), 'ksp-malformed-'));
-  const cluster = await startDevCluster({ dataDir: join(work, 'pods') });
+  const cluster = await startDevCluster({ dataDir: join(work, 'pods'), ...(o.apiserverVersion ? { apiserverVersion: o.apiserverVersion } : {}) });
   const scripts: RelayScript[] = [];
   const relaySockets = new Set<Socket>();
   const relay: Server = createServer((client) => {

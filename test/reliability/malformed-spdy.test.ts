@@ -43,7 +43,10 @@ import {
 
 let fx: MalformedFixture;
 beforeAll(async () => {
-  fx = await startMalformedFixture();
+  // The U cases script the upstream of the proxy's translator: the proxy must dial it in SPDY at once
+  // (issue 32: asked in WebSocket first, the 1.36 dev cluster's way, the script would get a WebSocket
+  // upgrade). The S cases are SPDY passthrough either way.
+  fx = await startMalformedFixture({ flags: { upstreamStreaming: 'spdy' } });
 });
 afterAll(async () => {
   await fx?.close();

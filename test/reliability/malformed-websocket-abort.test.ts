@@ -31,7 +31,10 @@ import {
 
 let fx: MalformedFixture;
 beforeAll(async () => {
-  fx = await startMalformedFixture();
+  // The cases are about the proxy's translator and tunnel (ws-abort.ts): the proxy translates v5 and
+  // unwraps the tunnel itself, without asking the upstream in WebSocket first (issue 32: the 1.36 dev
+  // cluster would take both, and its own translator would meet the bad frames).
+  fx = await startMalformedFixture({ flags: { upstreamStreaming: 'spdy' } });
 });
 afterAll(async () => {
   await fx?.close();

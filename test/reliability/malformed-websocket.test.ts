@@ -26,7 +26,9 @@ import {
 
 let fx: MalformedFixture;
 beforeAll(async () => {
-  fx = await startMalformedFixture();
+  // The W cases are frames on the proxy's translated session: the proxy translates v5 itself (issue
+  // 32: the 1.36 dev cluster takes v5, so asked first it would be its translator that meets them).
+  fx = await startMalformedFixture({ flags: { upstreamStreaming: 'spdy' } });
 });
 afterAll(async () => {
   await fx?.close();

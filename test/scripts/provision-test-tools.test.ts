@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const SCRIPT = resolve(import.meta.dirname, '../../scripts/provision-test-tools.sh');
-const PROGRAMS = ['prometheus', 'promtool', 'tmux', 'nginx', 'haproxy', 'socat', 'openssl', 'chromium', 'asciinema'];
+const PROGRAMS = ['prometheus', 'promtool', 'tmux', 'nginx', 'haproxy', 'socat', 'openssl', 'chromium', 'asciinema', 'python3'];
 /** Debian package → programs, as the script knows them. */
-const PACKAGE_PROGRAMS: Record<string, string[]> = { prometheus: ['prometheus', 'promtool'], tmux: ['tmux'], nginx: ['nginx'], haproxy: ['haproxy'], socat: ['socat'], openssl: ['openssl'], chromium: ['chromium'], asciinema: ['asciinema'] };
+const PACKAGE_PROGRAMS: Record<string, string[]> = { prometheus: ['prometheus', 'promtool'], tmux: ['tmux'], nginx: ['nginx'], haproxy: ['haproxy'], socat: ['socat'], openssl: ['openssl'], chromium: ['chromium'], asciinema: ['asciinema'], 'python3-kubernetes': ['python3'] };
 
 let bin: string;
 
@@ -25,7 +25,8 @@ function stub(name: string, body = 'exit 0'): void {
 
 /** Run the script with only the stub folder on PATH (the script itself adds the sbin folders). */
 function run(env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync('/bin/sh', [SCRIPT], { env: { PATH: bin, ...env }, encoding: 'utf8', timeout: 30_000 });
+  // The Python that must import `kubernetes`: a stub that succeeds while it exists.
+  const r = spawnSync('/bin/sh', [SCRIPT], { env: { PATH: bin, KSP_PYTHON: join(bin, 'python3'), ...env }, encoding: 'utf8', timeout: 30_000 });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -66,6 +67,13 @@ describe('provision-test-tools.sh', () => {
     );
     expect(r.stdout).toContain('installed prometheus tmux');
     expect(existsSync(join(bin, 'promtool'))).toBe(true);
+  });
+
+  it('names python3-kubernetes when Debian\'s Python cannot import kubernetes (dry run)', () => {
+    stub('python3', 'exit 1');
+    const r = run({ KSP_PROVISION_DRY_RUN: '1' });
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe('provision-test-tools: missing Debian packages: python3-kubernetes\n');
   });
 
   it('as root when apt-get fails: exits 1 with the command to run', () => {

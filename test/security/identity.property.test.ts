@@ -1,14 +1,20 @@
 /**
  * The identity property of issue 31 (finding 1), on the wire: a TokenReview names a user with
  * arbitrary Unicode in its name, uid, groups and extra keys and values; the caller then makes a plain
- * request, a SPDY exec upgrade, a WebSocket v5 exec (translated to a SPDY POST upstream) and a
- * port-forward WebSocket tunnel (unwrapped to a SPDY POST), through the proxy in every mode. An
- * upstream that reads heads as Go's net/http does (`http1-request-parser.ts`: lines end at LF, values
- * trimmed and checked by `ValidHeaderFieldValue`) must see, for each call, either:
+ * request, a SPDY exec upgrade, a WebSocket v5 exec and a port-forward WebSocket tunnel (passed through
+ * to an upstream that takes them; toward a kubelet that does not, translated and unwrapped to a SPDY
+ * POST), through the proxy in every mode; and the same upgrades to a target whose upstream refuses
+ * every upgrade (`REFUSE_UPGRADES`), so each is followed by the proxy's planned fallback (issue 32):
+ * v5 translated and the tunnel unwrapped to a SPDY POST, a SPDY exec or port-forward reverse-translated
+ * to a WebSocket GET — every head writer of the proxy. An upstream that reads heads as Go's net/http
+ * does (`http1-request-parser.ts`: lines end at LF, values trimmed and checked by
+ * `ValidHeaderFieldValue`) must see, for each call, either:
  *
- * - exactly one request, whose identity lines (`Impersonate-*` toward an apiserver, `X-Remote-*`
- *   toward an aggregated API, none toward a kubelet) decode as UTF-8 to exactly the reviewed values
- *   (extra keys percent-decoded as kube-apiserver decodes them), and no other identity line; or
+ * - exactly the attempts the call makes (one request; two for a refused upgrade and its fallback, one
+ *   toward a kubelet, which is never asked twice), each of whose identity lines (`Impersonate-*` toward
+ *   an apiserver, `X-Remote-*` toward an aggregated API, none toward a kubelet) decode as UTF-8 to
+ *   exactly the reviewed values (extra keys percent-decoded as kube-apiserver decodes them), and no
+ *   other identity line; or
  * - nothing, when the identity holds a control character (C0, DEL, C1), a space at either end or a
  *   lone surrogate — and the caller got 401.
  *
@@ -20,13 +26,19 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSmugglingRig, type SmugglingMode, type SmugglingRig } from './smuggling-fixture.js';
-import { isReviewOrLookup, type ReviewedUser, type SeenRequest } from './pipelined-upstream.js';
+import { headerOf } from './http1-request-parser.js';
+import { isReviewOrLookup, REFUSE_UPGRADES, type ReviewedUser, type SeenRequest } from './pipelined-upstream.js';
 
 const MULT = Number(process.env.FUZZ_RUNS ?? '1') || 1;
 const RUNS = Math.max(1, Math.round(12 * MULT));
 
-type Call = 'plain' | 'spdy' | 'v5' | 'tunnel';
-const CALLS: readonly Call[] = ['plain', 'spdy', 'v5', 'tunnel'];
+type Call = 'plain' | 'spdy' | 'v5' | 'tunnel' | 'v5-refused' | 'tunnel-refused' | 'spdy-refused' | 'spdy-portforward-refused';
+const CALLS: readonly Call[] = ['plain', 'spdy', 'v5', 'tunnel', 'v5-refused', 'tunnel-refused', 'spdy-refused', 'spdy-portforward-refused'];
+
+/** The requests a call makes upstream: a refused upgrade and its planned fallback, but toward a kubelet one attempt only. */
+function attemptsOf(call: Call, mode: SmugglingMode): number {
+  return call.endsWith('-refused') && mode !== 'kubelet' ? 2 : 1;
+}
 
 /** Strings an attacker would pick, beside arbitrary code points (lone surrogates included). */
 const HOSTILE = [
@@ -125,6 +137,16 @@ function callBytes(rig: SmugglingRig, call: Call, tag: string, credential: strin
       return `GET ${pod}/exec?command=x&stdout=1&${tag} HTTP/1.1\r\nHost: proxy\r\n${auth}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${WS_KEY}\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n`;
     case 'tunnel':
       return `GET ${pod}/portforward?ports=80&${tag} HTTP/1.1\r\nHost: proxy\r\n${auth}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${WS_KEY}\r\nSec-WebSocket-Protocol: SPDY/3.1+portforward.k8s.io\r\n\r\n`;
+    // The same upgrades to pods (an aggregated API's too) whose upstream refuses every upgrade: each is
+    // followed by the proxy's fallback in the other protocol, refused as well.
+    case 'v5-refused':
+      return callBytes(rig, 'v5', `${tag}&${REFUSE_UPGRADES}=1`, credential);
+    case 'tunnel-refused':
+      return callBytes(rig, 'tunnel', `${tag}&${REFUSE_UPGRADES}=1`, credential);
+    case 'spdy-refused':
+      return `POST ${pod}/exec?command=x&stdout=1&${tag}&${REFUSE_UPGRADES}=1 HTTP/1.1\r\nHost: proxy\r\n${auth}Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n`;
+    case 'spdy-portforward-refused':
+      return `POST ${pod}/portforward?ports=80&${tag}&${REFUSE_UPGRADES}=1 HTTP/1.1\r\nHost: proxy\r\n${auth}Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n\r\n`;
   }
 }
 
@@ -155,7 +177,7 @@ describe.each(['impersonate', 'aggregated', 'kubelet', 'agent'] as SmugglingMode
     await rig?.close();
   });
 
-  it('each call: one request whose identity lines are exactly the reviewed values as UTF-8, or 401 and nothing upstream', async () => {
+  it('each call: its attempts (one; a refused upgrade and its fallback), each with identity lines exactly the reviewed values as UTF-8, or 401 and nothing upstream', async () => {
     await fc.assert(
       fc.asyncProperty(reviewedUser, fc.constantFrom(...CALLS), async (user, call) => {
         const n = ++serial;
@@ -169,23 +191,31 @@ describe.each(['impersonate', 'aggregated', 'kubelet', 'agent'] as SmugglingMode
           expect(seen.map((x) => `${x.method} ${x.target}`), `${call}: nothing upstream`).toEqual([]);
           return;
         }
-        expect(seen.map((x) => `${x.method} ${x.target}`).length === seen.length && seen, `${call}: exactly one request upstream (${seen.map((x) => `${x.method} ${x.target}`).join(", ")}); the caller got ${JSON.stringify(answer.toString('latin1').slice(0, 200))}`).toHaveLength(1);
-        const r = seen[0]!;
+        const attempts = attemptsOf(call, mode);
+        expect(seen, `${call}: ${attempts} request(s) upstream (${seen.map((x) => `${x.method} ${x.target}`).join(', ')}); the caller got ${JSON.stringify(answer.toString('latin1').slice(0, 200))}`).toHaveLength(attempts);
+        // A fallback is the other protocol's upgrade to the same target.
+        if (attempts === 2) {
+          const path = seen[0]!.target.split('?')[0];
+          const upgrades = call.startsWith('spdy') ? ['spdy/3.1', 'websocket'] : ['websocket', 'spdy/3.1'];
+          expect(seen.map((x) => `${x.target.split('?')[0]} ${headerOf(x, 'upgrade')?.toLowerCase()}`), call).toEqual(upgrades.map((u) => `${path} ${u}`));
+        }
         expect(rig.upstreams.every((u) => u.anomalies.size === 0), 'no upstream read bytes it could not parse').toBe(true);
         // Where the identity goes: X-Remote-* to the aggregated API (its plain request and its upgrade),
         // none to a kubelet (pod streams in kubelet mode), Impersonate-* to an apiserver.
         const toKubelet = mode === 'kubelet' && call !== 'plain';
         const toAggregated = mode === 'aggregated' && (call === 'plain' || call === 'spdy');
-        const identity = identityOf(r, toAggregated ? 'X-Remote-' : 'Impersonate-');
-        expect(identity.other, 'no other identity line').toEqual([]);
-        if (toKubelet) {
-          expect(identity, 'a kubelet gets no identity lines').toEqual({ user: [], uid: [], groups: [], extra: {}, other: [] });
-          return;
+        for (const r of seen) {
+          const identity = identityOf(r, toAggregated ? 'X-Remote-' : 'Impersonate-');
+          expect(identity.other, `${call} ${r.method}: no other identity line`).toEqual([]);
+          if (toKubelet) {
+            expect(identity, 'a kubelet gets no identity lines').toEqual({ user: [], uid: [], groups: [], extra: {}, other: [] });
+            continue;
+          }
+          expect(identity.user, `${call} ${r.method}`).toEqual([expected.username]);
+          expect(identity.uid, `${call} ${r.method}`).toEqual(expected.uid === '' ? [] : [expected.uid]);
+          expect(identity.groups, `${call} ${r.method}`).toEqual(expected.groups);
+          expect(identity.extra, `${call} ${r.method}`).toEqual(expected.extra);
         }
-        expect(identity.user).toEqual([expected.username]);
-        expect(identity.uid).toEqual(expected.uid === '' ? [] : [expected.uid]);
-        expect(identity.groups).toEqual(expected.groups);
-        expect(identity.extra).toEqual(expected.extra);
       }),
       { numRuns: RUNS * CALLS.length },
     );
@@ -214,10 +244,12 @@ describe('identity bytes upstream (passthrough): the caller’s own Impersonate-
         const lines = [`Impersonate-User: ${Buffer.from(user, 'utf8').toString('latin1')}`, ...groups.map((g) => `Impersonate-Group: ${Buffer.from(g, 'utf8').toString('latin1')}`)];
         const bytes = Buffer.from(callBytes(rig, call, tag, `Authorization: Bearer caller-token\r\n${lines.join('\r\n')}\r\n`), 'latin1');
         const { seen } = await during(rig, () => rig.send(bytes, { closeWhen: headArrived }));
-        expect(seen, `${call}: exactly one request upstream`).toHaveLength(1);
-        const identity = identityOf(seen[0]!, 'Impersonate-');
-        expect(identity.user).toEqual([user]);
-        expect(identity.groups).toEqual(groups);
+        expect(seen, `${call}: ${attemptsOf(call, 'passthrough')} request(s) upstream`).toHaveLength(attemptsOf(call, 'passthrough'));
+        for (const r of seen) {
+          const identity = identityOf(r, 'Impersonate-');
+          expect(identity.user, `${call} ${r.method}`).toEqual([user]);
+          expect(identity.groups, `${call} ${r.method}`).toEqual(groups);
+        }
       }),
       { numRuns: RUNS * CALLS.length },
     );

@@ -10,7 +10,9 @@
  * kubelet locator, an aggregated group's discovery, and streaming upgrades: a pod subresource (or a
  * kubelet `/exec|attach|portforward/…` path) with a good `X-Stream-Protocol-Version` gets 101 and its
  * bytes are echoed; a bad version gets the kubelet's 403 and an upgrade anywhere else a 404, both on a
- * connection that stays open for the next pipelined request.
+ * connection that stays open for the next pipelined request. An upgrade whose query names
+ * {@link REFUSE_UPGRADES} is refused (403) in either protocol: an upstream that takes neither, so the
+ * proxy's planned fallback (issue 32) is made and refused too, and nothing is remembered.
  */
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
@@ -95,9 +97,18 @@ function json(status: number, body: unknown): Answer {
   return { status, body };
 }
 
+/** A query parameter: every upgrade to that request-target is refused with 403, SPDY and WebSocket alike. */
+export const REFUSE_UPGRADES = 'refuse-upgrades';
+
+/** The text of that refusal, naming the protocol refused (`SPDY/3.1`, `websocket`) so a client can tell which attempt answered. */
+export function upgradeRefusedText(protocol: string): string {
+  return `upgrade refused by the test upstream (${protocol.toLowerCase()})`;
+}
+
 /** The default answers: a small apiserver and kubelet. */
 function defaultAnswer(r: SeenRequest, o: PipelinedUpstreamOptions): Answer {
   if (r.upgrade) {
+    if (new URLSearchParams(r.target.split('?')[1] ?? '').has(REFUSE_UPGRADES)) return { status: 403, body: upgradeRefusedText(headerOf(r, 'upgrade') ?? '') };
     if (!STREAM_PATH.test(r.path)) return json(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 404, reason: 'NotFound' });
     const upgrade = (headerOf(r, 'upgrade') ?? '').toLowerCase();
     if (upgrade === 'websocket') {

@@ -10,7 +10,7 @@ import WebSocket from 'ws';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig, type ServeFlags } from '../../src/config.js';
-import { startDevCluster, type DevCluster } from '../../dev/cluster/dev-cluster.js';
+import { startDevCluster, type DevCluster, type DevClusterOptions } from '../../dev/cluster/dev-cluster.js';
 import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { createCa, createClientCert, createTestPki, type CertAndKey, type TestPki } from '../helpers/certs.js';
@@ -60,6 +60,8 @@ export interface SecurityFixtureOptions {
   extraPolicyRules?: Record<string, unknown>[];
   /** More `serve` flags (e.g. `authenticationConfig`). */
   serveFlags?: Partial<ServeFlags>;
+  /** The Kubernetes versions the dev cluster plays (default 1.36: v5 and the tunnel taken at the API and the kubelet), and its refusals of a streaming protocol. */
+  clusterVersions?: Pick<DevClusterOptions, 'apiserverVersion' | 'kubeletVersion' | 'refuseWebSocketStreaming' | 'refuseSpdyStreaming'>;
 }
 
 /** A plain request to the proxy (HTTPS, trusting the test CA), optionally with a client certificate. */
@@ -204,6 +206,7 @@ export async function startSecurityFixture(o: SecurityFixtureOptions): Promise<S
     tokenAuthFile: join(work, 'tokens.csv'),
     authorizationPolicyFile: join(work, 'policy.json'),
     ...(o.upstreamMode === 'kubelet' ? { kubelet: { tls: { cert: pki.server.cert, key: pki.server.key }, clientCa: pki.ca.cert } } : {}),
+    ...o.clusterVersions,
   });
   const flags: ServeFlags = {
     ...(o.websocketAllowedOrigins !== undefined ? { websocketAllowedOrigins: o.websocketAllowedOrigins } : {}),

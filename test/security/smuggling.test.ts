@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ALICE_TOKEN, AGENT_CN, FRONT_PROXY_CN, KUBELET_CLIENT_CN, PROXY_CN, startSmugglingRig, type SmugglingMode, type SmugglingRig } from './smuggling-fixture.js';
 import { headerOf, headersOf } from './http1-request-parser.js';
-import type { PipelinedUpstream, SeenRequest } from './pipelined-upstream.js';
+import { REFUSE_UPGRADES, upgradeRefusedText, type PipelinedUpstream, type SeenRequest } from './pipelined-upstream.js';
 
 /** A request head: request line, `Host`, the given lines, blank line. */
 function head(method: string, target: string, lines: string[] = []): string {
@@ -120,6 +120,34 @@ describe.each(MODES)('request smuggling, %s', (mode) => {
     await u.closed(seen[0]!.conn);
     expect(smuggledRequests(rig)).toEqual([]);
   });
+
+  // A planned fallback (issue 32): an upstream that is asked (not a kubelet, whose route is fixed)
+  // refuses the SPDY upgrade before any 101 (here it refuses every upgrade of this target). The
+  // fallback is ONE more request for the same caller and target — the reverse translator's WebSocket
+  // upgrade, its head only, on a new connection — and still nothing the caller sent after its upgrade
+  // request goes upstream. Its refusal is the caller's answer.
+  if (mode !== 'kubelet') {
+    it('1. … and after an upgrade the upstream refuses, the planned fallback is one request for the same caller and target, its head only', async () => {
+      const exec = `${rig.prefix}/api/v1/namespaces/default/pods/demo/exec?command=id&${REFUSE_UPGRADES}=1&stdout=true`;
+      const answer = await rig.send(head('POST', exec, [AUTH, ...SPDY_UPGRADE, 'X-Stream-Protocol-Version: v4.channel.k8s.io', 'Content-Length: 0']) + SMUGGLED);
+      expect(statusLine(answer)).toBe('HTTP/1.1 403 X');
+      expect(answer.toString('latin1')).toContain(upgradeRefusedText('websocket'));
+      const u = rig.streamUpstream;
+      const seen = u.callerRequests();
+      const target = upstreamPath(exec);
+      expect(seen.map((r) => `${r.method} ${r.target} ${headerOf(r, 'upgrade')}`)).toEqual([`POST ${target} SPDY/3.1`, `GET ${target} websocket`]);
+      const [first, fallback] = [seen[0]!, seen[1]!];
+      expect(credentialOf(fallback)).toBe(STREAM_CREDENTIAL[mode]);
+      expect(credentialOf(first)).toBe(STREAM_CREDENTIAL[mode]);
+      expect({ conn: fallback.conn === first.conn, index: fallback.index, body: fallback.body.length, framing: fallback.framing }).toEqual({ conn: false, index: 0, body: 0, framing: 'none' });
+      expect(headersOf(fallback, 'x-stream-protocol-version')).toEqual([]);
+      await u.closed(first.conn);
+      await u.closed(fallback.conn);
+      expect(u.upgraded.get(first.conn)).toBeUndefined();
+      expect(u.upgraded.get(fallback.conn)).toBeUndefined();
+      expect(smuggledRequests(rig)).toEqual([]);
+    });
+  }
 
   it('1. relays the early bytes once the upstream has said 101, as the upgraded stream', async () => {
     const exec = `${rig.prefix}/api/v1/namespaces/default/pods/demo/exec?command=id&stdout=true`;

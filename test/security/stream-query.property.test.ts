@@ -1,8 +1,8 @@
 /**
  * Issue 31, finding 5, as a property (fast-check): for arbitrary streaming queries — bad escapes,
  * `;`, `#`, `+`, percent-encoded non-UTF-8, empty pairs, repeated keys — sent through the proxy in
- * passthrough (SPDY), the translator (WebSocket v5 → SPDY), the port-forward tunnel, kubelet mode and
- * through an agent, either
+ * passthrough (SPDY, and WebSocket v5 by default), the translator (WebSocket v5 → SPDY), the
+ * port-forward tunnel, kubelet mode and through an agent, either
  * the proxy refused the query with its 400 (and Go would indeed have dropped something, or read other
  * characters), or the request-target the upstream's parser received reads, in Go's `ParseQuery`,
  * exactly the values Go reads in the client's query, and those are the container and command (the
@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { goParseQuery } from '../../src/wire/go-query.js';
 import { STREAM_QUERY_REFUSED } from '../../src/routing/stream-query.js';
 import { bodyOf, goValuesOf, startStreamRig, statusOf, type RigMode, type StreamRig } from './stream-rig.js';
+import { headerOf } from './http1-request-parser.js';
 
 const MULT = Number(process.env.FUZZ_RUNS ?? '1') || 1;
 const runs = (n: number): number => Math.max(1, Math.round(n * MULT));
@@ -51,19 +52,27 @@ const WS_V5 = 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Versio
 
 const WS_TUNNEL = 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: SPDY/3.1+portforward.k8s.io\r\n';
 
-const CASES: Array<{ name: string; mode: RigMode; upgrade: string; method: string; subresource: 'exec' | 'portforward' }> = [
-  { name: 'passthrough (SPDY)', mode: 'passthrough', upgrade: SPDY, method: 'POST', subresource: 'exec' },
-  { name: 'translator (WebSocket v5 → SPDY)', mode: 'passthrough', upgrade: WS_V5, method: 'GET', subresource: 'exec' },
-  { name: 'port-forward tunnel (WebSocket → SPDY)', mode: 'passthrough', upgrade: WS_TUNNEL, method: 'GET', subresource: 'portforward' },
-  { name: 'kubelet mode', mode: 'kubelet', upgrade: SPDY, method: 'POST', subresource: 'exec' },
-  { name: 'through an agent', mode: 'agent', upgrade: SPDY, method: 'POST', subresource: 'exec' },
+/**
+ * The translator and the tunnel write their own SPDY request upstream: their rigs run with
+ * `--upstream-streaming spdy` (issue 32: by default the WebSocket would first be passed through to this
+ * upstream, which takes it, and the translator would never write a request). `upstreamUpgrade` is the
+ * upgrade the upstream must then read.
+ */
+const TRANSLATE_HERE = { upstreamStreaming: 'spdy' } as const;
+const CASES: Array<{ name: string; mode: RigMode; upgrade: string; method: string; subresource: 'exec' | 'portforward'; serveFlags?: typeof TRANSLATE_HERE; upstreamUpgrade: string }> = [
+  { name: 'passthrough (SPDY)', mode: 'passthrough', upgrade: SPDY, method: 'POST', subresource: 'exec', upstreamUpgrade: 'POST SPDY/3.1' },
+  { name: 'passthrough (WebSocket v5, the default)', mode: 'passthrough', upgrade: WS_V5, method: 'GET', subresource: 'exec', upstreamUpgrade: 'GET websocket' },
+  { name: 'translator (WebSocket v5 → SPDY)', mode: 'passthrough', upgrade: WS_V5, method: 'GET', subresource: 'exec', serveFlags: TRANSLATE_HERE, upstreamUpgrade: 'POST SPDY/3.1' },
+  { name: 'port-forward tunnel (WebSocket → SPDY)', mode: 'passthrough', upgrade: WS_TUNNEL, method: 'GET', subresource: 'portforward', serveFlags: TRANSLATE_HERE, upstreamUpgrade: 'POST SPDY/3.1' },
+  { name: 'kubelet mode', mode: 'kubelet', upgrade: SPDY, method: 'POST', subresource: 'exec', upstreamUpgrade: 'POST SPDY/3.1' },
+  { name: 'through an agent', mode: 'agent', upgrade: SPDY, method: 'POST', subresource: 'exec', upstreamUpgrade: 'POST SPDY/3.1' },
 ];
 
-describe.each(CASES)('property: the upstream reads the values the audit read, or the query is refused — $name', ({ mode, upgrade, method, subresource }) => {
+describe.each(CASES)('property: the upstream reads the values the audit read, or the query is refused — $name', ({ mode, upgrade, method, subresource, serveFlags, upstreamUpgrade }) => {
   let rig: StreamRig;
   let n = 0;
   beforeAll(async () => {
-    rig = await startStreamRig(mode);
+    rig = await startStreamRig(mode, serveFlags ? { serveFlags } : {});
   });
   afterAll(async () => {
     await rig?.close();
@@ -85,6 +94,8 @@ describe.each(CASES)('property: the upstream reads the values the audit read, or
           return;
         }
         if (!seen) return; // refused for another reason (a container the pod lacks in kubelet mode): nothing to compare
+        // The path the case names wrote this request.
+        expect(`${seen.method} ${headerOf(seen, 'upgrade')}`).toBe(upstreamUpgrade);
         const audit = await rig.auditOf(pod);
         const upstream = goValuesOf(seen.target);
         seenCount.compared++;

@@ -48,6 +48,8 @@ export interface RigOptions {
   allow?: (user: string, a: ReviewedAttributes) => boolean;
   /** Answers before the upstream's defaults (return undefined for the default). */
   answer?: (r: SeenRequest) => Answer | undefined;
+  /** More `serve` flags (`featureGates`, `upstreamStreaming`, …), applied last. */
+  serveFlags?: Partial<ServeFlags>;
 }
 
 /** A running rig. */
@@ -130,6 +132,7 @@ export async function startStreamRig(mode: RigMode, o: RigOptions = {}): Promise
     writeFileSync(join(work, 'recording.yaml'), o.recordingPolicy);
     Object.assign(flags, { sessionRecordingConfig: join(work, 'recording.yaml'), sessionRecordingDir: recordingDir } satisfies ServeFlags);
   }
+  Object.assign(flags, o.serveFlags);
   const lines: Array<Record<string, any>> = [];
   let partial = '';
   const stream = new Writable({

@@ -25,13 +25,14 @@ async function configError(flags: ServeFlags): Promise<ConfigError> {
 }
 
 describe('parseFeatureGates', () => {
-  it('gives the defaults (both on) for no value', () => {
-    expect(parseFeatureGates(undefined)).toEqual({ TranslateStreamCloseWebsocketRequests: true, PortForwardWebsockets: true });
+  it('gives the defaults (all on) for no value', () => {
+    expect(parseFeatureGates(undefined)).toEqual({ TranslateStreamCloseWebsocketRequests: true, PortForwardWebsockets: true, AuthorizePodWebsocketUpgradeCreatePermission: true, ExtendWebSocketsToKubelet: true });
     expect(parseFeatureGates('')).toEqual(FEATURE_GATE_DEFAULTS);
   });
 
   it('reads the apiserver syntax with ParseBool values and spaces', () => {
     expect(parseFeatureGates('TranslateStreamCloseWebsocketRequests=false, PortForwardWebsockets=T')).toEqual({
+      ...FEATURE_GATE_DEFAULTS,
       TranslateStreamCloseWebsocketRequests: false,
       PortForwardWebsockets: true,
     });
@@ -74,6 +75,11 @@ describe('resolveConfig', () => {
     expect(c.featureGates).toEqual(FEATURE_GATE_DEFAULTS);
     expect(c.upstream!.url.href).toBe('http://127.0.0.1:6444/');
     expect(c.websocketAllowedOrigins).toBe('*');
+    expect(c.upstreamStreaming).toBe('auto');
+  });
+
+  it.each(['auto', 'websocket', 'spdy'] as const)('reads --upstream-streaming %s', async (value) => {
+    expect((await resolveConfig({ upstream: 'http://127.0.0.1:6444', upstreamStreaming: value })).upstreamStreaming).toBe(value);
   });
 
   it('reads --websocket-allowed-origins', async () => {
@@ -121,6 +127,7 @@ describe('resolveConfig', () => {
     ['a bad timeout', { upstream: 'http://x', upgradeResponseTimeout: '30' }, /--upgrade-response-timeout: invalid duration/],
     ['a zero timeout', { upstream: 'http://x', upgradeResponseTimeout: '0s' }, /must be greater than 0/],
     ['an unknown feature gate', { upstream: 'http://x', featureGates: 'Nope=true' }, /unrecognized feature gate: Nope/],
+    ['an unknown --upstream-streaming', { upstream: 'http://x', upstreamStreaming: 'Auto' }, /--upstream-streaming: want auto, websocket or spdy, got "Auto"/],
     ['an allowed origin with a path', { upstream: 'http://x', websocketAllowedOrigins: 'https://a.example/app' }, /--websocket-allowed-origins: "https:\/\/a.example\/app" is not an origin/],
     ['* among explicit origins', { upstream: 'http://x', websocketAllowedOrigins: '*,https://a.example' }, /--websocket-allowed-origins: \* cannot be combined/],
   ])('refuses %s', async (_name, flags, message) => {

@@ -29,7 +29,9 @@ let upstream: ScriptedUpstream;
 let proxy: RunningServer;
 beforeAll(async () => {
   upstream = await startScriptedUpstream();
-  proxy = await startProxy(upstream.url);
+  // The translator's own refusals: the proxy dials the upstream in SPDY at once, as before issue 32
+  // (by default it would first pass the v5 handshake through to this scripted upstream).
+  proxy = await startProxy(upstream.url, { upstreamStreaming: 'spdy' });
 });
 afterAll(async () => {
   await proxy?.close();

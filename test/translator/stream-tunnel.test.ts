@@ -58,7 +58,7 @@ async function openTunnel(early = Buffer.alloc(0)): Promise<{ client: TunnelTest
 describe('StreamTunnelProxy against a scripted upstream', () => {
   beforeEach(async () => {
     upstream = await startScriptedUpstream();
-    proxy = await startProxy(upstream.url, { upgradeResponseTimeout: '2s' });
+    proxy = await startProxy(upstream.url, { upgradeResponseTimeout: '2s', upstreamStreaming: 'spdy' });
   });
   afterEach(async () => {
     await proxy.close();
@@ -231,7 +231,7 @@ describe('StreamTunnelProxy with --max-connection-bytes-per-sec', () => {
   const MIB = 1024 * 1024;
   beforeEach(async () => {
     upstream = await startScriptedUpstream();
-    proxy = await startProxy(upstream.url, { maxConnectionBytesPerSec: String(MIB) });
+    proxy = await startProxy(upstream.url, { maxConnectionBytesPerSec: String(MIB), upstreamStreaming: 'spdy' });
   });
   afterEach(async () => {
     await proxy.close();

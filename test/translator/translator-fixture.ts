@@ -40,6 +40,9 @@ export async function startTranslatorFixture(o: TranslatorFixtureOptions = {}): 
   const config = await resolveConfig({
     listen: '127.0.0.1:0',
     upstream: cluster.url,
+    // The translator is what these tests exercise: the dev cluster takes v5 itself, so the proxy must
+    // not ask it in WebSocket first (`--upstream-streaming spdy`, issue 32).
+    upstreamStreaming: 'spdy',
     ...(gates ? { featureGates: gates } : {}),
     ...(o.maxConnectionBytesPerSec !== undefined ? { maxConnectionBytesPerSec: String(o.maxConnectionBytesPerSec) } : {}),
   });

@@ -1,14 +1,20 @@
 /**
- * Issue 14's fault acceptance through agent tunnels, with real kubectl (1.27: SPDY passthrough over
- * the tunnel; 1.33: WebSocket, translated at the proxy) and real processes: two dev clusters (pods
- * `alpha` and `beta`), one agent process each, and the proxy as a child process so it can be
- * SIGKILLed and started again on the same ports.
+ * Issue 14's fault acceptance through agent tunnels, with real kubectl and real processes: two dev
+ * clusters (pods `alpha` and `beta`), one agent process each, and the proxy as a child process (the
+ * default `--upstream-streaming auto`) so it can be SIGKILLed and started again on the same ports.
+ * kubectl 1.27 speaks SPDY (passthrough over the tunnel); kubectl 1.33 speaks WebSocket v5, which the
+ * proxy passes through to `one`, a modern cluster (1.36), and translates itself for `two`, an old one
+ * (apiserver 1.29 refuses v5 before the 101: the proxy falls back to its translator, the SPDY leg
+ * riding the tunnel). Each way is proven by counters (test/tunnel/stream-ways.ts).
  * - agent SIGKILLed mid-stream → kubectl's session ends within 1 s (1.27 sees its connection close,
- *   1.33 gets the translator's Failure Status);
+ *   1.33 passed through sees its WebSocket end as from a kube-apiserver, 1.33 translated gets the
+ *   translator's Failure Status);
  * - proxy SIGKILLed and restarted → both agents are back within 10 s and serve again;
  * - kubectl SIGKILLed mid-exec → the pod's process is signalled within 1 s and the tunnel stream
  *   is gone (a shell trapping the signal around `sleep`; `cat` with stdin open, killed by SIGTERM);
- * - an exec the cluster refuses (403) comes back byte for byte as the apiserver wrote it.
+ * - an exec the cluster refuses (403) comes back byte for byte as the apiserver wrote it: with
+ *   `--upstream-streaming spdy` (the translator relays the refusal of its SPDY request) and with the
+ *   default `auto` (the answer to the proxy's last attempt, after a fallback).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { once } from 'node:events';
@@ -21,6 +27,7 @@ import type { ExecProcess } from '../../dev/cluster/pod.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary, type KubectlVersion } from '../helpers/kubectl.js';
 import { waitFor } from '../helpers/wait.js';
 import { startTunnelFixture, type AgentProcess, type ProxyProcess, type TunnelFixture } from './tunnel-fixture.js';
+import { CLUSTER_KIND_OPTIONS, moved, proxyWays, sumWays, waysOf, websocketWays, type ClusterKind, type Ways } from './stream-ways.js';
 
 const skipReason = kubectlE2eSkipReason();
 
@@ -32,9 +39,13 @@ const PROCESS_SIGNALLED_MS = 1_000;
 /** The pod that exists only in each cluster. */
 const POD: Record<string, string> = { one: 'alpha', two: 'beta' };
 
-const CLIENTS: { version: KubectlVersion; translated: boolean }[] = [
-  { version: '1.27', translated: false },
-  { version: '1.33', translated: true },
+/** A modern cluster the proxy passes WebSockets to, and an old one it translates them for. */
+const KIND: Record<string, ClusterKind> = { one: 'modern', two: 'old-apiserver' };
+
+/** kubectl 1.27 speaks SPDY only; 1.33 WebSocket v5. */
+const CLIENTS: { version: KubectlVersion; websocket: boolean }[] = [
+  { version: '1.27', websocket: false },
+  { version: '1.33', websocket: true },
 ];
 
 /**
@@ -67,7 +78,7 @@ describe.skipIf(skipReason !== undefined)('faults through agent tunnels (proxy a
   };
 
   beforeAll(async () => {
-    fx = await startTunnelFixture({ one: ['alpha'], two: ['beta'] }, {}, { proxyProcess: true });
+    fx = await startTunnelFixture({ one: ['alpha'], two: ['beta'] }, { one: () => CLUSTER_KIND_OPTIONS[KIND.one!], two: () => CLUSTER_KIND_OPTIONS[KIND.two!] }, { proxyProcess: true });
     await Promise.all(['one', 'two'].map(startAgent));
   }, 90_000);
 
@@ -82,12 +93,16 @@ describe.skipIf(skipReason !== undefined)('faults through agent tunnels (proxy a
   };
 
   // kubectl 1.27 (SPDY passthrough) sees its connection close: with no Status on the error stream
-  // it exits 0 — what it does when a kube-apiserver connection drops too. kubectl 1.33 (translated)
-  // gets the translator's Failure Status on channel 3, prints its message and exits 1.
+  // it exits 0 — what it does when a kube-apiserver connection drops too. kubectl 1.33 passed
+  // through to `one` sees its WebSocket end without a close frame, prints gorilla's 1006 and exits
+  // 1, as when a kube-apiserver connection drops. kubectl 1.33 translated by the proxy for `two` gets
+  // the translator's Failure Status on channel 3, prints its message and exits 1.
   it.each([
-    { version: '1.27' as const, cluster: 'one', failure: false },
-    { version: '1.33' as const, cluster: 'two', failure: true },
+    { version: '1.27' as const, cluster: 'one', failure: undefined },
+    { version: '1.33' as const, cluster: 'one', failure: 'error: error reading from error stream: next reader: websocket: close 1006 (abnormal closure): unexpected EOF' },
+    { version: '1.33' as const, cluster: 'two', failure: 'Internal error occurred: error reading from error stream: the upstream connection was closed' },
   ])(`agent SIGKILLed mid-stream: kubectl $version's session through /clusters/$cluster ends within ${CLIENT_SEES_CLOSE_MS} ms`, async ({ version, cluster, failure }) => {
+    const before = await waysOf(fx);
     const session = startKubectl(findKubectl(version), ['exec', POD[cluster]!, '--', 'sh', '-c', 'echo started; sleep 60'], { kubeconfig: fx.kubeconfigs[cluster]!, env: {} });
     try {
       await session.waitForOutput(/started/, 30_000);
@@ -101,8 +116,7 @@ describe.skipIf(skipReason !== undefined)('faults through agent tunnels (proxy a
       console.log(`kubectl ${version}: session ended ${elapsed.toFixed(0)} ms after the agent was SIGKILLed (exit ${exit!.code})`);
       if (failure) {
         expect(exit!.code, output).toBe(1);
-        // The translator's Failure Status (reason InternalError) on channel 3, printed by kubectl.
-        expect(session.output().stderr).toContain('Internal error occurred: error reading from error stream: the upstream connection was closed');
+        expect(session.output().stderr).toContain(failure);
       } else {
         expect(exit!.code, output).toBe(0);
       }
@@ -111,6 +125,12 @@ describe.skipIf(skipReason !== undefined)('faults through agent tunnels (proxy a
       await session.stop('SIGKILL', 5_000);
       await agents[cluster]!.kill();
     }
+    // The way the session went: SPDY moves no WebSocket counter; a passed-through one is counted with
+    // the cluster's kubelet; a translated one ends with the translator's 500.
+    const way = async (): Promise<Ways> => moved(before, await waysOf(fx));
+    if (version === '1.27') expect(await way()).toEqual({});
+    else if (KIND[cluster] === 'modern') expect(await way()).toEqual(websocketWays('modern', cluster, 'exec', 1));
+    else await expect.poll(way, { timeout: 5_000 }).toEqual({ 'proxy/exec/translated_at_apiserver': 1, 'proxy/translator/500': 1 });
     // The cluster is unavailable until its agent is back, then served again.
     const res = await fetch(`${fx.proxy.url}/clusters/${cluster}/api`);
     expect(res.status).toBe(503);
@@ -142,19 +162,22 @@ describe.skipIf(skipReason !== undefined)('faults through agent tunnels (proxy a
       expect(await fx.metric('kube_stream_proxy_tunnel_agent_connections_total', { cluster: c })).toBe(1);
       expect((agents[c]!.output().slice(marks[c]).match(/tunnel established/g) ?? []).length).toBe(1);
     }
+    const before = await waysOf(fx);
     for (const { version } of CLIENTS) for (const c of ['one', 'two']) await echoWorks(version, c, `after-restart-${version}-${c}`);
-    // 1.33's two execs were translated by the new process.
-    expect(await fx.metric('apiserver_stream_translator_requests_total', { code: '200' })).toBe(2);
+    // 1.33's two execs went their ways through the new process: passed through to one's kubelet, and
+    // translated for two — after one WebSocket attempt refused again (the memory of the killed
+    // process is gone). Its counters hold those two sessions only.
+    const newProcess = { 'proxy/exec/proxied_to_upstream': 1, 'proxy/exec/translated_at_apiserver': 1, 'proxy/translator/200': 1, 'proxy/fallback/websocket->spdy/403': 1 };
+    expect(proxyWays(await fx.metrics(), { fallbacks: true })).toEqual(newProcess);
+    expect(moved(before, await waysOf(fx))).toEqual(sumWays(websocketWays('modern', 'one', 'exec', 1), websocketWays('old-apiserver', 'two', 'exec', 1)));
   }, 120_000);
 
-  describe.each(CLIENTS)('kubectl $version', ({ version, translated }) => {
+  describe.each(CLIENTS)('kubectl $version', ({ version, websocket }) => {
     it.each(['one', 'two'])(`SIGKILLed mid-exec through /clusters/%s: the pod's process is signalled within ${PROCESS_SIGNALLED_MS} ms`, async (cluster) => {
       const marker = `signalled-${version.replace('.', '')}-${cluster}`;
       const markerFile = join(fx.clusters[cluster]!.dataDir, 'default', POD[cluster]!, marker);
       const pod = fx.clusters[cluster]!.pods.get('default', POD[cluster]!)!;
-      // Every translated session is counted when it ends, whatever its code.
-      const translatedSessions = (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total');
-      const translatedBefore = await translatedSessions();
+      const before = await waysOf(fx);
       const session = startKubectl(findKubectl(version), ['exec', POD[cluster]!, '--', ...signalRecorder(marker)], { kubeconfig: fx.kubeconfigs[cluster]!, env: {} });
       try {
         await session.waitForOutput(/ready/, 30_000);
@@ -173,8 +196,12 @@ describe.skipIf(skipReason !== undefined)('faults through agent tunnels (proxy a
       } finally {
         await session.stop('SIGKILL', 5_000);
       }
-      if (translated) await expect.poll(async () => (await translatedSessions()) - translatedBefore, { timeout: 5_000 }).toBe(1);
-      else expect((await translatedSessions()) - translatedBefore).toBe(0);
+      // The way it went. A translated session is counted when it ends, with the code it ended with
+      // (the client gone: 500).
+      const way = async (): Promise<Ways> => moved(before, await waysOf(fx));
+      if (!websocket) expect(await way()).toEqual({});
+      else if (KIND[cluster] === 'modern') expect(await way()).toEqual(websocketWays('modern', cluster, 'exec', 1));
+      else await expect.poll(way, { timeout: 5_000 }).toEqual({ 'proxy/exec/translated_at_apiserver': 1, 'proxy/translator/500': 1 });
     });
 
     // stdin open. How cat ends depends on which the cluster acts on first: the stdin stream's reset
@@ -233,7 +260,10 @@ function upgradeRequest(base: string, path: string, method: string, headers: Rec
   });
 }
 
-describe('an exec the cluster refuses (403) comes back through the tunnel as the apiserver wrote it', () => {
+/** How the proxy of the 403 cases speaks to the cluster (`--upstream-streaming`). */
+type UpstreamStreamingMode = 'spdy' | 'auto';
+
+describe.each<{ mode: UpstreamStreamingMode }>([{ mode: 'spdy' }, { mode: 'auto' }])('an exec the cluster refuses (403) comes back through the tunnel as the apiserver wrote it (--upstream-streaming $mode)', ({ mode }) => {
   let fx: TunnelFixture;
 
   beforeAll(async () => {
@@ -247,6 +277,9 @@ describe('an exec the cluster refuses (403) comes back through the tunnel as the
           return { tokenAuthFile: join(work, 'users.csv'), authorizationPolicyFile: join(work, 'policy.json') };
         },
       },
+      // `spdy`: the proxy's translator is what relays the v5 request's refusal (its purpose here).
+      // `auto`: what kubectl gets by default, the answer to the proxy's last attempt.
+      { serveFlags: () => ({ upstreamStreaming: mode }) },
     );
     await fx.startAgent('secured').waitForOutput(/tunnel established/, 30_000);
   }, 60_000);
@@ -261,18 +294,45 @@ describe('an exec the cluster refuses (403) comes back through the tunnel as the
     method: 'GET',
     headers: { Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Protocol': protocol },
   });
-  const translatorRefusals = (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total', { code: '403' });
-
+  type Upgrade = { method: string; headers: Record<string, string> };
+  /** One row: the client's request, the request whose direct answer it must get, and what is counted. */
+  interface RefusalCase {
+    protocol: string;
+    request: Upgrade;
+    direct: Upgrade;
+    verb: string;
+    /** The proxy's counters the refusal moves (test/tunnel/stream-ways.ts, fallbacks included). */
+    counted: Ways;
+  }
   // kubectl's methods: POST for SPDY, GET for WebSocket (so the apiserver's verb is create or get).
-  // v5 is translated: the proxy's SPDY request (a POST) is what the apiserver refuses, and its answer
-  // is what the WebSocket client gets, in place of a 101.
-  it.each<{ protocol: string; request: { method: string; headers: Record<string, string> }; direct: { method: string; headers: Record<string, string> }; verb: string; translated: boolean }>([
-    { protocol: 'SPDY/3.1 (passthrough)', request: spdy, direct: spdy, verb: 'create', translated: false },
-    { protocol: 'WebSocket v4 (passthrough)', request: websocket('v4.channel.k8s.io'), direct: websocket('v4.channel.k8s.io'), verb: 'get', translated: false },
-    { protocol: 'WebSocket v5 (translated)', request: websocket('v5.channel.k8s.io'), direct: spdy, verb: 'create', translated: true },
-  ])('$protocol: status, content type and body bytes equal the direct answer', async ({ request, direct: directRequest, verb, translated }) => {
+  // With `spdy`, v5 is translated at once: the proxy's SPDY request (a POST) is what the apiserver
+  // refuses, and its answer is what the WebSocket client gets, in place of a 101; SPDY and v4 pass
+  // through. With `auto`, v5 and SPDY are first passed through; a refusal before the 101 (not 401)
+  // makes the proxy ask once more in the other protocol (v5 translated to a SPDY POST, SPDY
+  // reverse-translated to a WebSocket GET offering v5 and v4), and that second answer is relayed
+  // (docs/translator.md). v4 is a legacy WebSocket: always passed through.
+  const CASES: Record<UpstreamStreamingMode, RefusalCase[]> = {
+    spdy: [
+      { protocol: 'SPDY/3.1 (passthrough)', request: spdy, direct: spdy, verb: 'create', counted: {} },
+      { protocol: 'WebSocket v4 (passthrough)', request: websocket('v4.channel.k8s.io'), direct: websocket('v4.channel.k8s.io'), verb: 'get', counted: { 'proxy/exec/proxied_to_upstream': 1 } },
+      { protocol: 'WebSocket v5 (translated)', request: websocket('v5.channel.k8s.io'), direct: spdy, verb: 'create', counted: { 'proxy/exec/translated_at_apiserver': 1, 'proxy/translator/403': 1 } },
+    ],
+    auto: [
+      { protocol: 'SPDY/3.1 (refused, then reverse-translated)', request: spdy, direct: websocket('v5.channel.k8s.io, v4.channel.k8s.io'), verb: 'get', counted: { 'proxy/fallback/spdy->websocket/403': 1 } },
+      { protocol: 'WebSocket v4 (passthrough)', request: websocket('v4.channel.k8s.io'), direct: websocket('v4.channel.k8s.io'), verb: 'get', counted: { 'proxy/exec/proxied_to_upstream': 1 } },
+      {
+        protocol: 'WebSocket v5 (refused, then translated)',
+        request: websocket('v5.channel.k8s.io'),
+        direct: spdy,
+        verb: 'create',
+        counted: { 'proxy/exec/translated_at_apiserver': 1, 'proxy/translator/403': 1, 'proxy/fallback/websocket->spdy/403': 1 },
+      },
+    ],
+  };
+
+  it.each(CASES[mode])('$protocol: status, content type and body bytes equal the direct answer', async ({ request, direct: directRequest, verb, counted }) => {
     const token = { Authorization: 'Bearer viewer-token' };
-    const refusalsBefore = await translatorRefusals();
+    const before = await waysOf(fx, { fallbacks: true });
     const direct = await upgradeRequest(fx.clusters.secured!.url, exec, directRequest.method, { ...directRequest.headers, ...token });
     const tunnelled = await upgradeRequest(fx.proxy.url, `/clusters/secured${exec}`, request.method, { ...request.headers, ...token });
     expect(direct.status).toBe(403);
@@ -281,6 +341,7 @@ describe('an exec the cluster refuses (403) comes back through the tunnel as the
     expect(tunnelled.status).toBe(direct.status);
     expect(tunnelled.headers['content-type']).toBe(direct.headers['content-type']);
     expect(tunnelled.body.equals(direct.body), `direct: ${direct.body.toString()}\ntunnelled: ${tunnelled.body.toString()}`).toBe(true);
-    expect((await translatorRefusals()) - refusalsBefore).toBe(translated ? 1 : 0);
+    // Refused before any 101, so the cluster counted nothing; the proxy counted the way it took.
+    expect(moved(before, await waysOf(fx, { fallbacks: true }))).toEqual(counted);
   });
 });

@@ -4,7 +4,10 @@
  * apiserver through the tunnel, with the agent's own token; every request then reaches the apiserver
  * with the agent's token plus `Impersonate-*` for the caller. Real processes on loopback: a TLS proxy,
  * an agent child process, a TLS dev cluster (its own CA, verified by the agent) with token
- * authentication and a policy.
+ * authentication and a policy. `secured` is a modern cluster (1.36): kubectl 1.33's WebSockets are
+ * passed through to it (issue 32, `--upstream-streaming auto`), impersonated on the WebSocket
+ * request itself. `legacy` (apiserver 1.29, the same users and policy, its own agent) refuses them
+ * before the 101, so the proxy translates: there the impersonated request is the translator's SPDY one.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,6 +18,7 @@ import { writeKubeconfig } from '../../dev/kubeconfig.js';
 import { downloadDigest, startBytesServer, type BytesServer } from '../helpers/http-fixture.js';
 import { findKubectl, kubectlE2eSkipReason, runKubectl, startKubectl, summary } from '../helpers/kubectl.js';
 import { get, startTunnelFixture, type AgentProcess, type TunnelFixture } from './tunnel-fixture.js';
+import { CLUSTER_KIND_OPTIONS, moved, waysOf, websocketWays, type Ways } from './stream-ways.js';
 
 const skipReason = kubectlE2eSkipReason();
 const AGENT_USER = 'system:serviceaccount:kube-system:kube-stream-proxy-agent';
@@ -22,55 +26,62 @@ const AGENT_USER = 'system:serviceaccount:kube-system:kube-stream-proxy-agent';
 describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent (--access-as impersonate)', () => {
   let fx: TunnelFixture;
   let firstAgent: AgentProcess;
-  let kubeconfigs: Record<'viewer' | 'admin' | 'stranger', string>;
+  let kubeconfigs: Record<'viewer' | 'admin' | 'stranger' | 'adminLegacy', string>;
   let bytes: BytesServer;
   // The cluster's apiserver serves TLS with its own CA: the agent verifies it (--upstream-ca-file).
   let pkiDir: string;
   let apiserverCa: CertAndKey;
-  const translated = async (): Promise<number> => fx.metric('apiserver_stream_translator_requests_total', { code: '200' });
-  const requestsTo = (path: string) => fx.clusters.secured!.requests.filter((r) => r.url.split('?')[0] === path);
+  const requestsTo = (path: string, cluster = 'secured') => fx.clusters[cluster]!.requests.filter((r) => r.url.split('?')[0] === path);
+  /** The counters that moved while `fn` ran (test/tunnel/stream-ways.ts). */
+  const waysDuring = async (fn: () => Promise<void>, o: { fallbacks?: boolean } = {}): Promise<() => Promise<Ways>> => {
+    const before = await waysOf(fx, o);
+    await fn();
+    return async () => moved(before, await waysOf(fx, o));
+  };
 
   beforeAll(async () => {
     pkiDir = mkdtempSync(join(tmpdir(), 'ksp-apiserver-pki-'));
     apiserverCa = await createCa(pkiDir, 'secured apiserver CA', 'apiserver-ca');
     const serving = await createServerCert(pkiDir, apiserverCa, { stem: 'apiserver' });
+    // "viewer" may read pods; "admin" (group admins) may exec, attach and port-forward.
+    const securedCluster = (work: string) => {
+      writeFileSync(
+        join(work, 'users.csv'),
+        [`agent-sa-token,${AGENT_USER},a1,""`, 'viewer-token,viewer,u1,""', 'admin-token,admin,u2,"admins"'].join('\n') + '\n',
+      );
+      writeFileSync(
+        join(work, 'policy.json'),
+        JSON.stringify({
+          rules: [
+            // The agent's RBAC: review callers and impersonate them, nothing else.
+            { users: [AGENT_USER], verbs: ['create'], resources: ['tokenreviews', 'subjectaccessreviews'] },
+            { users: [AGENT_USER], verbs: ['impersonate'], resources: ['users', 'groups', 'uids'] },
+            { users: ['viewer'], verbs: ['get', 'list', 'watch'], resources: ['pods', 'namespaces'] },
+            { groups: ['admins'], verbs: ['get', 'list', 'watch', 'create'], resources: ['pods', 'pods/exec', 'pods/attach', 'pods/portforward', 'namespaces'] },
+          ],
+        }),
+      );
+      return { tokenAuthFile: join(work, 'users.csv'), authorizationPolicyFile: join(work, 'policy.json'), tls: { cert: serving.cert, key: serving.key } };
+    };
     fx = await startTunnelFixture(
-      { secured: ['gamma'] },
-      {
-        secured: (work) => {
-          writeFileSync(
-            join(work, 'users.csv'),
-            [`agent-sa-token,${AGENT_USER},a1,""`, 'viewer-token,viewer,u1,""', 'admin-token,admin,u2,"admins"'].join('\n') + '\n',
-          );
-          writeFileSync(
-            join(work, 'policy.json'),
-            JSON.stringify({
-              rules: [
-                // The agent's RBAC: review callers and impersonate them, nothing else.
-                { users: [AGENT_USER], verbs: ['create'], resources: ['tokenreviews', 'subjectaccessreviews'] },
-                { users: [AGENT_USER], verbs: ['impersonate'], resources: ['users', 'groups', 'uids'] },
-                { users: ['viewer'], verbs: ['get', 'list', 'watch'], resources: ['pods', 'namespaces'] },
-                { groups: ['admins'], verbs: ['get', 'list', 'watch', 'create'], resources: ['pods', 'pods/exec', 'pods/attach', 'pods/portforward', 'namespaces'] },
-              ],
-            }),
-          );
-          return { tokenAuthFile: join(work, 'users.csv'), authorizationPolicyFile: join(work, 'policy.json'), tls: { cert: serving.cert, key: serving.key } };
-        },
-      },
+      { secured: ['gamma'], legacy: ['gamma'] },
+      { secured: securedCluster, legacy: (work) => ({ ...securedCluster(work), ...CLUSTER_KIND_OPTIONS['old-apiserver'] }) },
       { tls: true, authn: 'impersonate' },
     );
     const saToken = join(fx.work, 'agent-sa.token');
     writeFileSync(saToken, 'agent-sa-token\n');
     expect(fx.clusters.secured!.url).toMatch(/^https:/);
-    firstAgent = fx.startAgent('secured', { args: ['--access-as', 'impersonate', '--upstream-ca-file', apiserverCa.certFile, '--upstream-token-file', saToken] });
-    await firstAgent.waitForOutput(/tunnel established/, 20_000);
-    const kc = (name: string, token: string): string => {
-      const path = join(fx.work, `kubeconfig-${name}`);
-      writeKubeconfig(path, { server: `${fx.proxy.url}/clusters/secured`, name, token, caPem: fx.ca!.toString('utf8') });
+    const agentArgs = ['--access-as', 'impersonate', '--upstream-ca-file', apiserverCa.certFile, '--upstream-token-file', saToken];
+    firstAgent = fx.startAgent('secured', { args: agentArgs });
+    const legacyAgent = fx.startAgent('legacy', { args: agentArgs });
+    await Promise.all([firstAgent, legacyAgent].map((a) => a.waitForOutput(/tunnel established/, 20_000)));
+    const kc = (name: string, token: string, cluster = 'secured'): string => {
+      const path = join(fx.work, `kubeconfig-${name}-${cluster}`);
+      writeKubeconfig(path, { server: `${fx.proxy.url}/clusters/${cluster}`, name, token, caPem: fx.ca!.toString('utf8') });
       return path;
     };
     bytes = await startBytesServer();
-    kubeconfigs = { viewer: kc('viewer', 'viewer-token'), admin: kc('admin', 'admin-token'), stranger: kc('stranger', 'no-such-token') };
+    kubeconfigs = { viewer: kc('viewer', 'viewer-token'), admin: kc('admin', 'admin-token'), stranger: kc('stranger', 'no-such-token'), adminLegacy: kc('admin', 'admin-token', 'legacy') };
   }, 60_000);
 
   afterAll(async () => {
@@ -115,22 +126,47 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
     expect(requestsTo('/api/v1/namespaces/default/pods/gamma/exec').some((r) => r.headers['impersonate-user'] === 'viewer')).toBe(false);
   });
 
-  it('admin can exec (kubectl 1.33, translated); the SPDY request carries the agent\'s token and Impersonate-User', async () => {
-    const before = await translated();
+  it('admin can exec (kubectl 1.33, its v5 WebSocket passed through); that WebSocket request carries the agent\'s token and Impersonate-User', async () => {
     const execsBefore = requestsTo('/api/v1/namespaces/default/pods/gamma/exec').length;
-    const echo = await kubectl('admin', ['exec', 'gamma', '--', 'echo', 'impersonated']);
-    expect(echo.code, summary(echo)).toBe(0);
-    expect(echo.stdout.toString()).toBe('impersonated\n');
-    expect((await translated()) - before).toBe(1);
+    const ways = await waysDuring(async () => {
+      const echo = await kubectl('admin', ['exec', 'gamma', '--', 'echo', 'impersonated']);
+      expect(echo.code, summary(echo)).toBe(0);
+      expect(echo.stdout.toString()).toBe('impersonated\n');
+    });
+    // Passed through by the proxy, served by the cluster's 1.36 kubelet over WebSockets.
+    await expect.poll(ways, { timeout: 5_000 }).toEqual(websocketWays('modern', 'secured', 'exec', 1));
     const execs = requestsTo('/api/v1/namespaces/default/pods/gamma/exec').slice(execsBefore);
     expect(execs).toHaveLength(1);
     const exec = execs[0]!;
     expect(exec.upgrade).toBe(true);
-    expect(String(exec.headers.upgrade).toLowerCase()).toBe('spdy/3.1');
+    expect(exec.method).toBe('GET');
+    expect(String(exec.headers.upgrade).toLowerCase()).toBe('websocket');
+    expect(String(exec.headers['sec-websocket-protocol']).split(',')[0]!.trim()).toBe('v5.channel.k8s.io');
     expect(exec.headers.authorization).toBe('Bearer agent-sa-token');
     expect(exec.headers['impersonate-user']).toBe('admin');
     expect(exec.headers['impersonate-group']).toBe('admins, system:authenticated');
     expect(exec.user).toBe('admin');
+  });
+
+  it('admin can exec through an older cluster (kubectl 1.33; apiserver 1.29 refuses v5, the proxy translates); both requests carry the agent\'s token and Impersonate-User', async () => {
+    const path = '/api/v1/namespaces/default/pods/gamma/exec';
+    const execsBefore = requestsTo(path, 'legacy').length;
+    const ways = await waysDuring(async () => {
+      const echo = await runKubectl(findKubectl('1.33'), ['exec', 'gamma', '--', 'echo', 'translated'], { kubeconfig: kubeconfigs.adminLegacy, timeoutMs: 30_000 });
+      expect(echo.code, summary(echo)).toBe(0);
+      expect(echo.stdout.toString()).toBe('translated\n');
+    }, { fallbacks: true });
+    // The first session to this cluster: its WebSocket refused (403, as a 1.29 kubelet refuses v5),
+    // then translated by the proxy, the SPDY leg riding the agent's tunnel.
+    await expect.poll(ways, { timeout: 5_000 }).toEqual({ ...websocketWays('old-apiserver', 'legacy', 'exec', 1), 'proxy/fallback/websocket->spdy/403': 1 });
+    const execs = requestsTo(path, 'legacy').slice(execsBefore);
+    expect(execs.map((r) => `${r.method} ${String(r.headers.upgrade)}`)).toEqual(['GET websocket', 'POST SPDY/3.1']);
+    for (const exec of execs) {
+      expect(exec.headers.authorization).toBe('Bearer agent-sa-token');
+      expect(exec.headers['impersonate-user']).toBe('admin');
+      expect(exec.headers['impersonate-group']).toBe('admins, system:authenticated');
+      expect(exec.user).toBe('admin');
+    }
   });
 
   it('admin can exec with kubectl 1.27 (SPDY passthrough, impersonated the same way)', async () => {
@@ -140,20 +176,21 @@ describe.skipIf(skipReason !== undefined)('--authn impersonate through an agent 
     expect(requestsTo('/api/v1/namespaces/default/pods/gamma/exec').at(-1)!.headers['impersonate-user']).toBe('admin');
   });
 
-  it('admin port-forwards with kubectl 1.33 (the port-forward tunnel); its SPDY request is impersonated', async () => {
-    const tunnelBefore = await fx.metric('apiserver_stream_tunnel_requests_total', { code: '101' });
+  it('admin port-forwards with kubectl 1.33 (the port-forward tunnel, passed through); its WebSocket request is impersonated', async () => {
     const before = requestsTo('/api/v1/namespaces/default/pods/gamma/portforward').length;
-    const pf = startKubectl(findKubectl('1.33'), ['port-forward', 'pod/gamma', `:${bytes.port}`], { kubeconfig: kubeconfigs.admin, env: {} });
-    try {
-      const m = await pf.waitForOutput(new RegExp(`Forwarding from 127\\.0\\.0\\.1:(\\d+) -> ${bytes.port}\\b`), 30_000);
-      const got = await downloadDigest(`http://127.0.0.1:${m[1]}/bytes/${64 * 1000}?seed=9`);
-      expect({ sha256: got.sha256, byteLength: got.byteLength }).toEqual(bytes.expected(64 * 1000, 9));
-    } finally {
-      await pf.stop('SIGINT', 5_000);
-    }
-    expect((await fx.metric('apiserver_stream_tunnel_requests_total', { code: '101' })) - tunnelBefore).toBe(1);
+    const ways = await waysDuring(async () => {
+      const pf = startKubectl(findKubectl('1.33'), ['port-forward', 'pod/gamma', `:${bytes.port}`], { kubeconfig: kubeconfigs.admin, env: {} });
+      try {
+        const m = await pf.waitForOutput(new RegExp(`Forwarding from 127\\.0\\.0\\.1:(\\d+) -> ${bytes.port}\\b`), 30_000);
+        const got = await downloadDigest(`http://127.0.0.1:${m[1]}/bytes/${64 * 1000}?seed=9`);
+        expect({ sha256: got.sha256, byteLength: got.byteLength }).toEqual(bytes.expected(64 * 1000, 9));
+      } finally {
+        await pf.stop('SIGINT', 5_000);
+      }
+    });
+    await expect.poll(ways, { timeout: 5_000 }).toEqual(websocketWays('modern', 'secured', 'portforward', 1));
     const forwards = requestsTo('/api/v1/namespaces/default/pods/gamma/portforward').slice(before);
-    expect(forwards.length).toBeGreaterThanOrEqual(1);
+    expect(forwards.map((f) => `${f.method} ${String(f.headers.upgrade)}`)).toEqual(['GET websocket']);
     for (const f of forwards) {
       expect(f.headers.authorization).toBe('Bearer agent-sa-token');
       expect(f.headers['impersonate-user']).toBe('admin');

@@ -5,7 +5,8 @@
  * TokenReview is sent to any cluster for a JWT. Cluster `east` grants the OIDC group, `west` only
  * the OIDC user name, so each exec succeeding shows that cluster's review saw the OIDC identity;
  * `west` does not grant attach, and the 403 names the OIDC user. kubectl 1.27 (SPDY) and 1.33
- * (WebSocket, translated); agents are child processes (needs `npm run build`).
+ * (WebSocket v5, passed through to both clusters, which are modern: 1.36, issue 32); agents are
+ * child processes (needs `npm run build`).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,7 @@ import { createCa, createServerCert, type CertAndKey } from '../helpers/certs.js
 import { findKubectl, kubectlE2eSkipReason, runKubectl, summary } from '../helpers/kubectl.js';
 import { authenticationConfigFor, startTestProvider, TEST_CLIENT_ID, type TestProvider } from '../helpers/oidc-provider.js';
 import { startTunnelFixture, type TunnelFixture } from './tunnel-fixture.js';
+import { moved, sumWays, waysOf, websocketWays } from './stream-ways.js';
 
 const skipReason = kubectlE2eSkipReason();
 const AGENT_USER = 'system:serviceaccount:kube-system:kube-stream-proxy-agent';
@@ -82,6 +84,7 @@ describe.skipIf(skipReason !== undefined)('a JWT identity through agents: one lo
   const kubectl = (version: '1.27' | '1.33', args: string[]) => runKubectl(findKubectl(version), args, { kubeconfig: kubeconfig(), timeoutMs: 60_000 });
 
   it.each(['1.27', '1.33'] as const)('kubectl %s: the same token execs in both clusters; each impersonates the OIDC user; no TokenReview anywhere', async (version) => {
+    const waysBefore = await waysOf(fx);
     const sarsBefore = { east: requestsTo('east', '/apis/authorization.k8s.io/v1/subjectaccessreviews').length, west: requestsTo('west', '/apis/authorization.k8s.io/v1/subjectaccessreviews').length };
     for (const [cluster, pod] of [['east', 'gamma'], ['west', 'delta']] as const) {
       const seen = fx.clusters[cluster]!.requests.length;
@@ -97,6 +100,8 @@ describe.skipIf(skipReason !== undefined)('a JWT identity through agents: one lo
     expect(requestsTo('east', '/apis/authorization.k8s.io/v1/subjectaccessreviews').length).toBeGreaterThan(sarsBefore.east);
     expect(requestsTo('west', '/apis/authorization.k8s.io/v1/subjectaccessreviews').length).toBeGreaterThan(sarsBefore.west);
     for (const c of ['east', 'west']) expect(requestsTo(c, '/apis/authentication.k8s.io/v1/tokenreviews')).toEqual([]);
+    // 1.33's two sessions were passed through to each cluster's kubelet; 1.27's SPDY counts none.
+    expect(moved(waysBefore, await waysOf(fx))).toEqual(version === '1.33' ? sumWays(websocketWays('modern', 'east', 'exec', 1), websocketWays('modern', 'west', 'exec', 1)) : {});
   });
 
   it('whoami in each cluster shows the OIDC user; west refuses attach with a 403 naming the OIDC user', async () => {

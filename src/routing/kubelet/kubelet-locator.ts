@@ -2,8 +2,10 @@
  * The `kubelet` upstream mode: a pod streaming request is resolved pod → node → kubelet address
  * through the API (with the proxy's credentials) and sent to the kubelet's own path over TLS, with the
  * proxy's kubelet client certificate, verified against the kubelet CA — as kube-apiserver does it.
+ * The route carries the node's `status.declaredFeatures` (`Route.streaming`), which decide whether
+ * WebSocket streams are passed through to the kubelet (handlers/stream-path.ts).
  */
-import type { ProxyApiClient } from '../../api-client.js';
+import type { NodeInfo, ProxyApiClient } from '../../api-client.js';
 import { errorStatus, notFoundStatus, type V1Status } from '../../status.js';
 import { Upstream, type UpstreamTls } from '../upstream.js';
 import { routeVia, type Route } from '../route.js';
@@ -39,6 +41,24 @@ export interface KubeletStreamTarget {
 /** Either where to send the request or the Status refusing it (answered before any upgrade). */
 export type KubeletRoute = { ok: true; route: Route; node: string } | { ok: false; status: V1Status };
 
+/**
+ * How long a node's object is reused: its kubelet address, port and `declaredFeatures` change only
+ * when the kubelet restarts (declared features are computed at kubelet start-up, KEP-5328), and a
+ * burst of `kubectl cp` or exec sessions to one node then costs one node read, not one each.
+ */
+export const NODE_CACHE_TTL_MS = 10_000;
+
+/** At most this many nodes are cached (Kubernetes' documented scale limit is 5,000 nodes). */
+export const NODE_CACHE_MAX_ENTRIES = 5_000;
+
+/** Test knobs of the node cache. */
+export interface KubeletLocatorOptions {
+  /** Default {@link NODE_CACHE_TTL_MS}. */
+  nodeCacheTtlMs?: number;
+  /** The clock, in ms; `Date.now` by default. */
+  now?: () => number;
+}
+
 /** Host names need brackets in a URL when they are IPv6 literals. */
 function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
@@ -58,11 +78,16 @@ export class KubeletLocator implements RouteResolver {
   readonly #config: KubeletClientConfig;
   readonly #kubelets = new Map<string, Upstream>();
   readonly #log: KubeletLocatorLog | undefined;
+  readonly #nodes = new Map<string, { node: NodeInfo; at: number }>();
+  readonly #ttlMs: number;
+  readonly #now: () => number;
 
-  constructor(api: Pick<ProxyApiClient, 'readPod' | 'readNode'>, config: KubeletClientConfig, log?: KubeletLocatorLog) {
+  constructor(api: Pick<ProxyApiClient, 'readPod' | 'readNode'>, config: KubeletClientConfig, log?: KubeletLocatorLog, options: KubeletLocatorOptions = {}) {
     this.#api = api;
     this.#config = config;
     this.#log = log;
+    this.#ttlMs = options.nodeCacheTtlMs ?? NODE_CACHE_TTL_MS;
+    this.#now = options.now ?? Date.now;
   }
 
   /**
@@ -101,7 +126,7 @@ export class KubeletLocator implements RouteResolver {
     if (!pod) return { ok: false, status: notFoundStatus('pods', t.pod) };
     const path = kubeletStreamPath(t.subresource, t.namespace, t.pod, pod, t.query);
     if (!path.ok) return path;
-    const node = await this.#api.readNode(pod.nodeName!);
+    const node = await this.#readNode(pod.nodeName!);
     if (!node) return { ok: false, status: errorStatus(500, `nodes "${pod.nodeName}" not found`, 'InternalError') };
     const address = kubeletAddress(node, this.#config.preferredAddressTypes);
     if (!address) {
@@ -110,8 +135,26 @@ export class KubeletLocator implements RouteResolver {
         status: errorStatus(500, `no preferred addresses found; known addresses: ${JSON.stringify(node.addresses)}`, 'InternalError'),
       };
     }
-    const route = routeVia(this.#kubelet(address.host, address.port), { name: `kubelet/${pod.nodeName!}`, target: path.path, authHeaders: async () => ({}) });
+    const route = routeVia(this.#kubelet(address.host, address.port), {
+      name: `kubelet/${pod.nodeName!}`,
+      target: path.path,
+      authHeaders: async () => ({}),
+      streaming: { kubelet: { declaredFeatures: node.declaredFeatures ?? [] } },
+    });
     return { ok: true, route, node: pod.nodeName! };
+  }
+
+  /** The node object, from the cache while it is fresh (a missing node is never cached). */
+  async #readNode(name: string): Promise<NodeInfo | undefined> {
+    const now = this.#now();
+    const cached = this.#nodes.get(name);
+    if (cached && now - cached.at < this.#ttlMs) return cached.node;
+    const node = await this.#api.readNode(name);
+    this.#nodes.delete(name);
+    if (!node) return undefined;
+    if (this.#nodes.size >= NODE_CACHE_MAX_ENTRIES) this.#nodes.delete(this.#nodes.keys().next().value!);
+    this.#nodes.set(name, { node, at: now });
+    return node;
   }
 
   #kubelet(host: string, port: number): Upstream {

@@ -55,6 +55,16 @@ describe('streamReviewAttributes', () => {
     expect(podStreamAttributes('/api/v1/namespaces/ns/pods/p/attach')).toEqual({ namespace: 'ns', name: 'p', subresource: 'attach' });
   });
 
+  it('AuthorizePodWebsocketUpgradeCreatePermission off: a GET (a WebSocket upgrade) is reviewed as `get`, as kube-apiserver < 1.35; a POST stays `create`', () => {
+    const url = '/api/v1/namespaces/ns/pods/p/exec?command=true';
+    expect(streamReviewAttributes(url, { method: 'GET', createForWebSocketUpgrade: false })).toEqual({ verb: 'get', resource: 'pods', subresource: 'exec', namespace: 'ns', name: 'p' });
+    expect(streamReviewAttributes(url, { method: 'POST', createForWebSocketUpgrade: false })?.verb).toBe('create');
+    expect(streamReviewAttributes(url, { method: 'GET', createForWebSocketUpgrade: true })?.verb).toBe('create');
+    expect(streamReviewAttributes(url, { method: 'GET' })?.verb).toBe('create');
+    // The node proxy's streams are not what the gate is about: `create` whatever the method.
+    expect(streamReviewAttributes('/api/v1/nodes/n1/proxy/exec/ns/p/c', { method: 'GET', createForWebSocketUpgrade: false })?.verb).toBe('create');
+  });
+
   it('a kubelet stream through the node proxy: create on nodes/proxy for the node as named', () => {
     expect(streamReviewAttributes('/api/v1/nodes/https:n1:10250/proxy/%65xec/ns/p/c')).toEqual({ verb: 'create', resource: 'nodes', subresource: 'proxy', name: 'https:n1:10250' });
   });
