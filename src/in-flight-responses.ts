@@ -6,6 +6,12 @@
  * bytes with theirs, and binding a `ServerResponse` to the socket throws `ERR_HTTP_SOCKET_ASSIGNED`
  * (an uncaught exception: one pipelined request took the proxy down). Go's net/http serves pipelined
  * requests strictly one after the other; this restores that order for upgrades.
+ *
+ * It also knows the connections that end after an answer (`markClosing`): a request that asked for
+ * `Connection: close` or came as HTTP/1.0 without keep-alive, one refused with `Connection: close`
+ * because its body cannot be framed. Go reads no request after such a one; Node parses and dispatches
+ * the requests pipelined behind it at once, and their answers would never be written — but their work
+ * upstream (on the caller's or the proxy's credentials) would be done. The server drops them unserved.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -14,6 +20,17 @@ import type { Duplex } from 'node:stream';
 export class InFlightResponses {
   readonly #bySocket = new WeakMap<Duplex, Set<ServerResponse>>();
   readonly #waiters = new WeakMap<Duplex, Array<() => void>>();
+  readonly #closing = new WeakSet<Duplex>();
+
+  /** Nothing after the request being read on `socket` is served: its answer ends the connection. */
+  markClosing(socket: Duplex): void {
+    this.#closing.add(socket);
+  }
+
+  /** True when a request before this one on `socket` ends the connection (see {@link markClosing}). */
+  isClosing(socket: Duplex): boolean {
+    return this.#closing.has(socket);
+  }
 
   /** Record `res` (the answer to `req`) until it has been written or its connection closed. */
   track(req: IncomingMessage, res: ServerResponse): void {

@@ -32,6 +32,7 @@ import { DiscoveryService } from './aggregation/discovery-service.js';
 import { sendStatus } from './wire/status-reply.js';
 import { rememberUpgrade } from '../handlers/upgrade-context.js';
 import { closeAfterAnswer } from './wire/close-after-answer.js';
+import { requestFraming } from './wire/request-framing.js';
 import { UpgradeAwareProxy } from '../proxy/upgrade-aware.js';
 import { createProxyApiClient, type ProxyApiClient } from './api-client.js';
 import { parseCertificateBundle } from './auth/client-certificate.js';
@@ -225,7 +226,10 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
       const trusted = [config.security?.clientCa, config.security?.requestHeader?.caPem].filter((b): b is Buffer => b !== undefined);
       const clientCerts = trusted.length > 0 ? { ca: trusted, requestCert: true, rejectUnauthorized: false } : {};
       const guarded = (req: IncomingMessage, res: ServerResponse): void => {
+        // Pipelined behind a request whose answer ends the connection: never served (in-flight-responses.ts).
+        if (inFlight.isClosing(req.socket)) return;
         inFlight.track(req, res);
+        if (!res.shouldKeepAlive || 'refuse' in requestFraming(req.headers) || !isOriginForm(req.url)) inFlight.markClosing(req.socket);
         if (isOriginForm(req.url)) return handler(req, res);
         const body = JSON.stringify(notOriginFormStatus());
         res.writeHead(400, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
@@ -382,6 +386,8 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     // Node removed its own listeners from the socket; without one, a reset would be uncaught.
     socket.on('error', (err) => app.log.debug({ err }, 'client socket error'));
+    // Pipelined behind a request whose answer ends the connection: closed once that answer is written.
+    if (inFlight.isClosing(socket)) return inFlight.whenIdle(socket, () => socket.destroy());
     // Pipelined behind plain requests: answer only once their answers are written.
     inFlight.whenIdle(socket, () => onUpgrade(req, socket, head));
   });

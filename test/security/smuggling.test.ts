@@ -179,6 +179,21 @@ describe.each(MODES)('request smuggling, %s', (mode) => {
     expect(smuggledRequests(rig)).toEqual([]);
   });
 
+  it('nothing pipelined behind a request answered with Connection: close (501) is served: neither a plain request nor an upgrade', async () => {
+    const exec = `${rig.prefix}/api/v1/namespaces/default/pods/demo/exec?command=id&stdout=true&after=refused`;
+    const answer = await rig.send(
+      head('GET', apiPath, [AUTH, 'Transfer-Encoding: gzip, chunked']) +
+        '0\r\n\r\n' +
+        head('GET', `${apiPath}?after=refused`, [AUTH]) +
+        head('POST', exec, [AUTH, ...SPDY_UPGRADE, 'X-Stream-Protocol-Version: v4.channel.k8s.io', 'Content-Length: 0']),
+    );
+    const text = answer.toString('latin1');
+    expect(statusLine(answer)).toBe('HTTP/1.1 501 Not Implemented');
+    expect(text.match(/HTTP\/1\.1 \d{3}/g), text).toHaveLength(1);
+    await settle(rig, apiPath);
+    expect(rig.upstreams.flatMap((u) => u.requests).filter((r) => r.target.includes('after=refused') || r.path === upstreamPath(apiPath) && r.method === 'GET' && !r.target.includes('sentinel'))).toEqual([]);
+  });
+
   it('2. authenticates and routes every method but GET and HEAD on the proxy\'s own paths', async () => {
     for (const [method, path] of [['POST', '/healthz'], ['PUT', '/metrics'], ['DELETE', '/readyz'], ['OPTIONS', '/livez']] as const) {
       const answer = await rig.send(head(method, path, [...WS_UPGRADE]) + SMUGGLED);
