@@ -1,6 +1,6 @@
 /**
- * Issue 32's acceptance matrix, one row per kubectl 1.27 … 1.33 and way to a pod (agents: the same
- * ways through a tunnel, test/tunnel/agent-matrix.test.ts):
+ * Issue 32's acceptance matrix, one row per kubectl 1.27 … 1.33 and way to a pod (an old apiserver
+ * behind an agent, and attach, cp and exec -t through agents: test/tunnel/agent-matrix.test.ts):
  *
  * | way | upstream |
  * |---|---|
@@ -9,6 +9,7 @@
  * | `takes-websockets` | apiserver mode, a 1.36 apiserver that takes v5 and the tunnel |
  * | `refuses-websockets` | apiserver mode, an apiserver answering v5 and the tunnel 403 (OpenShift) |
  * | `refuses-spdy` | apiserver mode, an apiserver answering SPDY 403 (a WebSocket-only gateway) |
+ * | `agent` | a 1.36 cluster behind an agent (`/clusters/one`), the WebSockets asked there first |
  *
  * Every kubectl, through every way, over TLS with a token: `exec -i` echoing 1 MB of stdin back with
  * `cat` while writing to stderr and exiting 3, and `port-forward` downloading 1 MB. Each must give
@@ -31,6 +32,7 @@ import { counterValue } from '../helpers/metrics.js';
 import { deterministicBytes } from '../helpers/random-data.js';
 import { waitFor } from '../helpers/wait.js';
 import { startSecurityFixture, type SecurityFixture } from '../security/security-fixture.js';
+import { startTunnelFixture } from '../tunnel/tunnel-fixture.js';
 
 const skipReason = kubectlE2eSkipReason();
 const VERSIONS: KubectlVersion[] = ['1.27', '1.28', '1.29', '1.30', '1.31', '1.32', '1.33'];
@@ -38,7 +40,7 @@ const STDIN = deterministicBytes(1_000_000, 32);
 const PF_BYTES = 1_000_000;
 const SESSIONS = 'kube_stream_proxy_streaming_requests_total';
 
-type Way = 'kubelet-declaring' | 'kubelet-older' | 'takes-websockets' | 'refuses-websockets' | 'refuses-spdy';
+type Way = 'kubelet-declaring' | 'kubelet-older' | 'takes-websockets' | 'refuses-websockets' | 'refuses-spdy' | 'agent';
 type Path = 'passthrough' | 'translated' | 'tunnel' | 'reverse_translated' | 'reverse_tunnel';
 
 /** The path of each way, by the client's protocol (docs/translator.md, "Which path a streaming request takes"). */
@@ -48,7 +50,35 @@ const PATHS: Record<Way, { websocket: Path; spdyExec: Path; tunnel: Path; spdyPo
   'takes-websockets': { websocket: 'passthrough', spdyExec: 'passthrough', tunnel: 'passthrough', spdyPortForward: 'passthrough' },
   'refuses-websockets': { websocket: 'translated', spdyExec: 'passthrough', tunnel: 'tunnel', spdyPortForward: 'passthrough' },
   'refuses-spdy': { websocket: 'passthrough', spdyExec: 'reverse_translated', tunnel: 'passthrough', spdyPortForward: 'reverse_tunnel' },
+  agent: { websocket: 'passthrough', spdyExec: 'passthrough', tunnel: 'passthrough', spdyPortForward: 'passthrough' },
 };
+
+/** What a row needs of its fixture: where kubectl points, the proxy's counters, the cluster's kubelet. */
+interface Row {
+  kubeconfig: string;
+  metrics(): Promise<string>;
+  kubeletMetrics(): string;
+  /** Failed sessions' audit lines, for assertion messages. */
+  failed(): string;
+  close(): Promise<void>;
+}
+
+function securityRow(f: SecurityFixture): Row {
+  return {
+    kubeconfig: f.kubeconfig('alice'),
+    metrics: async () => (await f.proxy.app.inject({ method: 'GET', url: '/metrics' })).body,
+    kubeletMetrics: () => f.cluster.metrics.kubelet.exposition(),
+    failed: () => f.failedSessions(),
+    close: () => f.close(),
+  };
+}
+
+/** A 1.36 cluster (no authentication) behind an agent: kubectl to `/clusters/one` of a plain-HTTP proxy. */
+async function agentRow(): Promise<Row> {
+  const fx = await startTunnelFixture({ one: ['demo'] });
+  await fx.startAgent('one').waitForOutput(/tunnel established/, 30_000);
+  return { kubeconfig: fx.kubeconfigs.one!, metrics: () => fx.metrics(), kubeletMetrics: () => fx.clusters.one!.metrics.kubelet.exposition(), failed: () => '', close: () => fx.close() };
+}
 
 /**
  * alice may `create` and `get` the streaming subresources, as the built-in `edit` role allows: a
@@ -58,12 +88,13 @@ const PATHS: Record<Way, { websocket: Path; spdyExec: Path; tunnel: Path; spdyPo
  */
 const GET_STREAMS = [{ users: ['alice'], verbs: ['get'], resources: ['pods/exec', 'pods/attach', 'pods/portforward'] }];
 
-const WAYS: Array<{ way: Way; start: () => Promise<SecurityFixture> }> = [
-  { way: 'kubelet-declaring', start: () => startSecurityFixture({ authn: 'impersonate', upstreamMode: 'kubelet', extraPolicyRules: GET_STREAMS, clusterVersions: { kubeletVersion: '1.36' } }) },
-  { way: 'kubelet-older', start: () => startSecurityFixture({ authn: 'impersonate', upstreamMode: 'kubelet', extraPolicyRules: GET_STREAMS, clusterVersions: { kubeletVersion: '1.35' } }) },
-  { way: 'takes-websockets', start: () => startSecurityFixture({ authn: 'passthrough', extraPolicyRules: GET_STREAMS }) },
-  { way: 'refuses-websockets', start: () => startSecurityFixture({ authn: 'passthrough', extraPolicyRules: GET_STREAMS, clusterVersions: { refuseWebSocketStreaming: true } }) },
-  { way: 'refuses-spdy', start: () => startSecurityFixture({ authn: 'passthrough', extraPolicyRules: GET_STREAMS, clusterVersions: { refuseSpdyStreaming: true } }) },
+const WAYS: Array<{ way: Way; start: () => Promise<Row> }> = [
+  { way: 'kubelet-declaring', start: async () => securityRow(await startSecurityFixture({ authn: 'impersonate', upstreamMode: 'kubelet', extraPolicyRules: GET_STREAMS, clusterVersions: { kubeletVersion: '1.36' } })) },
+  { way: 'kubelet-older', start: async () => securityRow(await startSecurityFixture({ authn: 'impersonate', upstreamMode: 'kubelet', extraPolicyRules: GET_STREAMS, clusterVersions: { kubeletVersion: '1.35' } })) },
+  { way: 'takes-websockets', start: async () => securityRow(await startSecurityFixture({ authn: 'passthrough', extraPolicyRules: GET_STREAMS })) },
+  { way: 'refuses-websockets', start: async () => securityRow(await startSecurityFixture({ authn: 'passthrough', extraPolicyRules: GET_STREAMS, clusterVersions: { refuseWebSocketStreaming: true } })) },
+  { way: 'refuses-spdy', start: async () => securityRow(await startSecurityFixture({ authn: 'passthrough', extraPolicyRules: GET_STREAMS, clusterVersions: { refuseSpdyStreaming: true } })) },
+  { way: 'agent', start: agentRow },
 ];
 
 /** What kubectl 1.N speaks: v5 exec from 1.30, the port-forward tunnel from 1.31 (SPDY before). */
@@ -148,7 +179,7 @@ describe.skipIf(skipReason !== undefined)('issue 32 acceptance: kubectl 1.27–1
   });
 
   describe.each(WAYS)('$way', ({ way, start }) => {
-    let f: SecurityFixture;
+    let f: Row;
     beforeAll(async () => {
       f = await start();
     });
@@ -158,16 +189,16 @@ describe.skipIf(skipReason !== undefined)('issue 32 acceptance: kubectl 1.27–1
 
     it.each(VERSIONS)('kubectl %s: exec -i and port-forward as direct, one session each on the expected path', async (version) => {
       const bin = findKubectl(version);
-      const kubeconfig = f.kubeconfig('alice');
-      const before = sessionsOf(await metricsOf(f));
-      const kubeletBefore = counterValue(f.cluster.metrics.kubelet.exposition(), 'kubelet_websocket_streaming_requests_total');
+      const kubeconfig = f.kubeconfig;
+      const before = sessionsOf(await f.metrics());
+      const kubeletBefore = counterValue(f.kubeletMetrics(), 'kubelet_websocket_streaming_requests_total');
 
       const got = await execCat(bin, kubeconfig);
       const direct = baseline.get(version);
       expect(direct, 'the direct run went first').toBeDefined();
-      expect(got, f.failedSessions()).toEqual(direct);
+      expect(got, f.failed()).toEqual(direct);
       const seed = Number(version.split('.')[1]);
-      expect(await portForward(bin, kubeconfig, bytes, seed), f.failedSessions()).toEqual(bytes.expected(PF_BYTES, seed));
+      expect(await portForward(bin, kubeconfig, bytes, seed), f.failed()).toEqual(bytes.expected(PF_BYTES, seed));
 
       const { exec, portforward } = speaks(version);
       const paths = PATHS[way];
@@ -180,28 +211,23 @@ describe.skipIf(skipReason !== undefined)('issue 32 acceptance: kubectl 1.27–1
       await waitFor(
         'both sessions counted',
         async () => {
-          last = movedBy(before, sessionsOf(await metricsOf(f)));
+          last = movedBy(before, sessionsOf(await f.metrics()));
           return Object.values(last).reduce((a, b) => a + b, 0) >= 2 ? true : undefined;
         },
         15_000,
         20,
       ).catch(() => undefined);
-      expect(last, f.failedSessions()).toEqual(want);
+      expect(last, f.failed()).toEqual(want);
       // The 1.36 kubelet served every session that reached it as a WebSocket itself: the client's own
       // where they pass through; all of them behind a gateway refusing SPDY (reverse-translated to v5
       // and the tunnel); none where the proxy or the apiserver translated to SPDY.
       const websockets = (exec === 'websocket' ? 1 : 0) + (portforward === 'tunnel' ? 1 : 0);
-      const atKubelet = counterValue(f.cluster.metrics.kubelet.exposition(), 'kubelet_websocket_streaming_requests_total') - kubeletBefore;
-      const kubeletServes: Record<Way, number> = { 'kubelet-declaring': websockets, 'kubelet-older': 0, 'takes-websockets': websockets, 'refuses-websockets': 0, 'refuses-spdy': 2 };
+      const atKubelet = counterValue(f.kubeletMetrics(), 'kubelet_websocket_streaming_requests_total') - kubeletBefore;
+      const kubeletServes: Record<Way, number> = { 'kubelet-declaring': websockets, 'kubelet-older': 0, 'takes-websockets': websockets, 'refuses-websockets': 0, 'refuses-spdy': 2, agent: websockets };
       expect(atKubelet).toBe(kubeletServes[way]);
     });
   });
 });
-
-/** The proxy's `/metrics` text (in process). */
-async function metricsOf(f: SecurityFixture): Promise<string> {
-  return (await f.proxy.app.inject({ method: 'GET', url: '/metrics' })).body;
-}
 
 /** sha256 of {@link STDIN} (what `cat` gives back). */
 function expectedSha(): string {
