@@ -77,7 +77,10 @@ export async function readRefusalBody(upstream: Duplex, response: CompleteRespon
         const part = chunk.length > length - have ? chunk.subarray(0, length - have) : chunk;
         chunks.push(part);
         have += part.length;
-        if (have >= length) done();
+        if (have < length) return;
+        done();
+        // What came after the body is not the refusal's: it stays in the socket.
+        if (part.length < chunk.length) upstream.unshift(chunk.subarray(part.length));
       };
       const timer = setTimeout(done, deadlineMs);
       timer.unref();
