@@ -111,7 +111,11 @@ describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstr
     const seen = f.cluster.requests.length;
     const allowed = await webSocketGetExec(f.proxy.url, USERS.alice.token, ['echo', 'browser'], f.pki.ca.cert, 'subprotocol');
     expect(allowed.output).toBe('browser\n');
-    const upgrade = f.cluster.requests.slice(seen).find((r) => r.upgrade)!;
+    // alice may `create` pods/exec but not `get` it: the upstream's authorizer refuses her WebSocket
+    // (passed through first, as the browser sent it), and the proxy asks again over SPDY, translated.
+    const upgrades = f.cluster.requests.slice(seen).filter((r) => r.upgrade);
+    expect(upgrades.map((r) => String(r.headers.upgrade).toLowerCase())).toEqual(['websocket', 'spdy/3.1']);
+    const upgrade = upgrades[1]!;
     expect(upgrade.headers.authorization).toBe(`Bearer ${USERS.alice.token}`);
     expect(upgrade.headers['sec-websocket-protocol']).toBeUndefined();
     const denied = await webSocketGetExec(f.proxy.url, USERS.viewer.token, ['echo', 'pwned'], f.pki.ca.cert, 'subprotocol');
@@ -140,13 +144,20 @@ describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstr
     },
   );
 
-  it('translated path: wrong token → 401, missing pod → 404, forbidden → 403 at the handshake, each with the upstream\'s Status, never a 101', async () => {
+  it('v5 refused: wrong token → 401, missing pod → 404 relayed from the passthrough attempt; forbidden → 403 (and a create-only user\'s 404) asked again over SPDY and relayed by the translator; each the upstream\'s Status, never a 101', async () => {
+    // 401 and a NotFound Status are the same in every protocol: never asked again. A Forbidden Status
+    // to a WebSocket is (get → create asks for no less), and the translator relays that refusal.
     const cases = [
-      { token: 'not-a-valid-token', pod: 'demo', code: 401, reason: 'Unauthorized' },
-      { token: USERS.alice.token, pod: 'no-such-pod', code: 404, reason: 'NotFound' },
-      { token: USERS.viewer.token, pod: 'demo', code: 403, reason: 'Forbidden' },
+      { token: 'not-a-valid-token', pod: 'demo', code: 401, reason: 'Unauthorized', path: 'passthrough' },
+      // admin may `get` and `create` pods/exec: the authorizer lets the WebSocket through, the registry says 404.
+      { token: USERS.admin.token, pod: 'no-such-pod', code: 404, reason: 'NotFound', path: 'passthrough' },
+      // alice may only `create`: her WebSocket is refused by the authorizer (`get`) before the pod is
+      // looked up; over SPDY (`create`) the registry answers 404, and the translator relays it.
+      { token: USERS.alice.token, pod: 'no-such-pod', code: 404, reason: 'NotFound', path: 'translated' },
+      { token: USERS.viewer.token, pod: 'demo', code: 403, reason: 'Forbidden', path: 'translated' },
     ];
     const refusedBefore = await f.metric('kube_stream_proxy_streaming_requests_total', { path: 'translated', outcome: 'upstream_refused' });
+    const relayedBefore = await f.metric('kube_stream_proxy_streaming_requests_total', { path: 'passthrough', protocol: 'websocket', outcome: 'upstream_refused' });
     for (const via of ['header', 'subprotocol'] as const) {
       for (const c of cases) {
         const seen = f.cluster.requests.length;
@@ -161,7 +172,9 @@ describe.skipIf(skipReason !== undefined)('passthrough authentication: the upstr
         expect(JSON.parse(r.body!)).toMatchObject({ kind: 'Status', code: c.code, reason: c.reason });
       }
     }
-    expect(await f.metric('kube_stream_proxy_streaming_requests_total', { path: 'translated', outcome: 'upstream_refused' })).toBe(refusedBefore + 2 * cases.length);
+    const translated = cases.filter((c) => c.path === 'translated').length;
+    expect(await f.metric('kube_stream_proxy_streaming_requests_total', { path: 'translated', outcome: 'upstream_refused' })).toBe(refusedBefore + 2 * translated);
+    expect(await f.metric('kube_stream_proxy_streaming_requests_total', { path: 'passthrough', protocol: 'websocket', outcome: 'upstream_refused' })).toBe(relayedBefore + 2 * (cases.length - translated));
   });
 
   it('kubectl --as works: the caller Impersonate-User line reaches the upstream, which authorizes it', async () => {
