@@ -1,8 +1,9 @@
 /**
  * A slow reader for the "never truncate" tests (issue 32, item 7): it reads at full speed, then, in
  * the last `tail` bytes of a stream of known length, pauses for `pauseMs` after every `step` bytes
- * (`tail / step` pauses: their sum is what the test states, e.g. more than the old 10 s flush
- * deadline). The schedule is one of bytes: it pauses at byte counts, never to wait for something.
+ * (`tail / step` pauses: their sum is what the test states, e.g. several times the no-progress
+ * deadline the test configures, each pause well inside it). The schedule is one of bytes: it pauses
+ * at byte counts, never to wait for something.
  * Optionally it also stalls once early (`stall`), while most of the stream is still to come: a relay
  * that buffered instead of applying backpressure would read the rest into memory then.
  * At each pause `onPause` runs (a kubectl-like client sends a ping there; a test may sample), and
