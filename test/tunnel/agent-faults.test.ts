@@ -307,10 +307,11 @@ describe.each<{ mode: UpstreamStreamingMode }>([{ mode: 'spdy' }, { mode: 'auto'
   // kubectl's methods: POST for SPDY, GET for WebSocket (so the apiserver's verb is create or get).
   // With `spdy`, v5 is translated at once: the proxy's SPDY request (a POST) is what the apiserver
   // refuses, and its answer is what the WebSocket client gets, in place of a 101; SPDY and v4 pass
-  // through. With `auto`, v5 and SPDY are first passed through; a refusal before the 101 (not 401)
-  // makes the proxy ask once more in the other protocol (v5 translated to a SPDY POST, SPDY
-  // reverse-translated to a WebSocket GET offering v5 and v4), and that second answer is relayed
-  // (docs/translator.md). v4 is a legacy WebSocket: always passed through.
+  // through. With `auto`, v5 and SPDY are first passed through. The apiserver's refusal is its
+  // authorizer's Forbidden Status: a refused v5 (a GET) is asked once more over SPDY (a POST,
+  // `create`: no less), translated, and that second answer is relayed; a refused SPDY `create` is never
+  // asked again as a WebSocket `get`, so its answer is relayed as it came (docs/translator.md). v4 is a
+  // legacy WebSocket: always passed through.
   const CASES: Record<UpstreamStreamingMode, RefusalCase[]> = {
     spdy: [
       { protocol: 'SPDY/3.1 (passthrough)', request: spdy, direct: spdy, verb: 'create', counted: {} },
@@ -318,7 +319,7 @@ describe.each<{ mode: UpstreamStreamingMode }>([{ mode: 'spdy' }, { mode: 'auto'
       { protocol: 'WebSocket v5 (translated)', request: websocket('v5.channel.k8s.io'), direct: spdy, verb: 'create', counted: { 'proxy/exec/translated_at_apiserver': 1, 'proxy/translator/403': 1 } },
     ],
     auto: [
-      { protocol: 'SPDY/3.1 (refused, then reverse-translated)', request: spdy, direct: websocket('v5.channel.k8s.io, v4.channel.k8s.io'), verb: 'get', counted: { 'proxy/fallback/spdy->websocket/403': 1 } },
+      { protocol: 'SPDY/3.1 (refused by the authorizer: relayed, never asked again as a WebSocket)', request: spdy, direct: spdy, verb: 'create', counted: {} },
       { protocol: 'WebSocket v4 (passthrough)', request: websocket('v4.channel.k8s.io'), direct: websocket('v4.channel.k8s.io'), verb: 'get', counted: { 'proxy/exec/proxied_to_upstream': 1 } },
       {
         protocol: 'WebSocket v5 (refused, then translated)',

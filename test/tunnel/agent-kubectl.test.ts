@@ -268,14 +268,15 @@ describe.skipIf(skipReason !== undefined)('kubectl → TLS proxy → TLS agent t
   });
 
   // What reaches the cluster for one `kubectl exec` the cluster refuses, in order (method, upgrade).
-  // The proxy (`--upstream-streaming auto`) asks in the client's protocol, and on a refusal before the
-  // 101 (not 401) once more in the other one (docs/translator.md); the second answer is relayed. A
-  // WebSocket GET needs `get` on pods/exec, a SPDY POST `create`, so the message the user reads names
-  // the verb of the proxy's last attempt: `get` for both kubectl versions (1.33 retries over SPDY
-  // after its WebSocket attempt was refused, as it does against kube-apiserver).
+  // The proxy (`--upstream-streaming auto`) asks in the client's protocol first. The cluster's
+  // authorizer answers with a Forbidden Status: a refused WebSocket (a GET, `get` and since 1.35
+  // `create`) is asked once more over SPDY (a POST, `create`: no less), but a refused SPDY `create`
+  // is never asked again as a WebSocket `get` (docs/translator.md). So kubectl 1.27 makes one
+  // attempt; 1.33 makes its WebSocket one (then the proxy's SPDY one), then its own SPDY one; and
+  // the message the user reads names `create`, as kube-apiserver's own answer to kubectl does.
   const REFUSED_EXEC: Record<string, { attempts: string[]; verb: string }> = {
-    '1.27': { attempts: ['POST SPDY/3.1', 'GET websocket'], verb: 'get' },
-    '1.33': { attempts: ['GET websocket', 'POST SPDY/3.1', 'POST SPDY/3.1', 'GET websocket'], verb: 'get' },
+    '1.27': { attempts: ['POST SPDY/3.1'], verb: 'create' },
+    '1.33': { attempts: ['GET websocket', 'POST SPDY/3.1', 'POST SPDY/3.1'], verb: 'create' },
   };
 
   describe.each(CLIENTS)('kubectl $version', ({ version }) => {
