@@ -229,7 +229,10 @@ export async function buildServer(config: ProxyConfig, options: ServerOptions = 
         // Pipelined behind a request whose answer ends the connection: never served (in-flight-responses.ts).
         if (inFlight.isClosing(req.socket)) return;
         inFlight.track(req, res);
-        if (!res.shouldKeepAlive || 'refuse' in requestFraming(req.headers) || !isOriginForm(req.url)) inFlight.markClosing(req.socket);
+        // A body that cannot be framed: whoever answers it (the proxy's own paths too), the connection
+        // ends after that answer, since what follows cannot be read as the client meant it.
+        if ('refuse' in requestFraming(req.headers)) res.shouldKeepAlive = false;
+        if (!res.shouldKeepAlive || !isOriginForm(req.url)) inFlight.markClosing(req.socket);
         if (isOriginForm(req.url)) return handler(req, res);
         const body = JSON.stringify(notOriginFormStatus());
         res.writeHead(400, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
