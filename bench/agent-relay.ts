@@ -3,10 +3,12 @@
  * `--upstream`) and an agent process (`agent --upstream <dev cluster>`) that dials it, each its own
  * `node` process as in real life. kubectl talks to `<proxy>/clusters/bench`; every byte crosses
  * the proxy, the HTTP/2 tunnel and the agent. The agent's pid is kept so a benchmark can take the
- * CPU of both processes.
+ * CPU of both processes. With `tls` (the `--cpu --tls` rows: the proxy's `--tls-*` pair among its
+ * arguments) the proxy's listeners, the agent's included, serve TLS and the agent trusts the CA.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { startCli, type ServerOptions, type ServerProcess } from './servers.js';
 
@@ -21,10 +23,10 @@ export interface AgentRelayProcess extends ServerProcess {
   agent: ServerProcess;
 }
 
-/** GET `url`; resolves with the status code (0 when the connection failed). */
-function statusOf(url: string): Promise<number> {
+/** GET `url` (https: verified with `ca`); resolves with the status code (0 when the connection failed). */
+function statusOf(url: string, ca?: Buffer): Promise<number> {
   return new Promise((resolve) => {
-    const req = request(url, (res) => {
+    const req = (url.startsWith('https:') ? httpsRequest(url, ca ? { ca } : {}) : request(url)).once('response', (res) => {
       res.resume();
       res.once('end', () => resolve(res.statusCode ?? 0));
     });
@@ -35,9 +37,17 @@ function statusOf(url: string): Promise<number> {
 
 /**
  * Start the proxy (with `proxyArgs`, e.g. feature gates) and an agent for {@link BENCH_CLUSTER}
- * in front of `upstream`; resolves once a request reaches the cluster through the tunnel.
+ * in front of `upstream`; resolves once a request reaches the cluster through the tunnel. `tls`:
+ * the CA (PEM and its file) of the certificate the proxy serves with (its `--tls-*` in `proxyArgs`).
  */
-export async function startAgentRelay(upstream: string, workDir: string, proxyArgs: string[] = [], options: ServerOptions = {}, timeoutMs = 30_000): Promise<AgentRelayProcess> {
+export async function startAgentRelay(
+  upstream: string,
+  workDir: string,
+  proxyArgs: string[] = [],
+  options: ServerOptions = {},
+  timeoutMs = 30_000,
+  tls?: { ca: Buffer; caFile: string },
+): Promise<AgentRelayProcess> {
   mkdirSync(workDir, { recursive: true });
   const token = `bench-agent-${Math.random().toString(36).slice(2)}`;
   const tokenCsv = join(workDir, 'agent-tokens.csv');
@@ -55,7 +65,7 @@ export async function startAgentRelay(upstream: string, workDir: string, proxyAr
     const agentUrl = /agents on (https?:\/\/\S+)/.exec(proxy.readyLine ?? '')?.[1];
     if (!agentUrl) throw new Error(`the proxy did not print its agent listener: ${proxy.readyLine}`);
     agent = await startCli(
-      ['agent', '--proxy-url', agentUrl, '--cluster-name', BENCH_CLUSTER, '--token-file', tokenFile, '--upstream', upstream],
+      ['agent', '--proxy-url', agentUrl, '--cluster-name', BENCH_CLUSTER, '--token-file', tokenFile, '--upstream', upstream, ...(tls ? ['--proxy-ca-file', tls.caFile] : [])],
       /^kube-stream-proxy agent for cluster /,
       timeoutMs,
       options,
@@ -64,7 +74,7 @@ export async function startAgentRelay(upstream: string, workDir: string, proxyAr
     // 503 until the agent's tunnel is registered; then the dev cluster answers /version.
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const status = await statusOf(`${url}/version`);
+      const status = await statusOf(`${url}/version`, tls?.ca);
       if (status === 200) break;
       if (Date.now() > deadline) throw new Error(`no tunnel to the dev cluster within ${timeoutMs} ms (last status ${status})`);
       await new Promise((r) => setTimeout(r, 100));

@@ -17,6 +17,16 @@
  * passed through byte for byte, the cost issue 32 item 8 compares with the SPDY passthrough. After
  * the warm-up each proxy's `/metrics` must show that its WebSocket sessions went the row's way.
  *
+ * With `--tls` (CPU_TLS_RELAYS) the rows have TLS on the client leg and plain TCP to the dev
+ * cluster: the proxy served with `--tls-cert-file/--tls-private-key-file` (passthrough, translation,
+ * tunnel, WebSocket passthrough, and through an agent, whose tunnel is then TLS too), nginx `listen
+ * ssl` (default buffers and `proxy_buffer_size 16k`), HAProxy `bind ssl`, the bare Node TLS relay
+ * (bench/bare-tls-relay.ts) and the C floor (bench/tls-floor-relay.c, compiled at bench time). One
+ * test PKI per run (dev/dev-pki.ts); kubectl's kubeconfig trusts its CA and holds a bearer token
+ * that the dev cluster ignores (it takes anonymous requests; without credentials kubectl would
+ * prompt). A TLS row's "× bare relay CPU" is against the bare Node TLS relay. Relays start side by
+ * side and warm up two at a time; the measured rounds stay one transfer at a time.
+ *
  * With `callgrind` the Node relays (the proxy and the bare relay, and an agent-tunnel row's agent)
  * run under valgrind's callgrind and each transfer's instruction count (Ir, user space) is read with
  * callgrind_control: unlike CPU seconds it does not depend on the machine's load, so it is what an
@@ -27,6 +37,9 @@ import { connect } from 'node:net';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { createTestPki, type CertAndKey } from '../dev/dev-pki.js';
 import { writeKubeconfig } from '../dev/kubeconfig.js';
 import { FORCE_SPDY_ENV, findKubectl } from '../test/helpers/kubectl.js';
 import { ensureDebianBinary } from './debian-package.js';
@@ -36,7 +49,8 @@ import { startNginx } from './nginx.js';
 import { measureDownload, startZeroServer, withPortForward } from './port-forward-throughput.js';
 import { NATIVE_SPLICE_ENV } from '../proxy/splice-native.js';
 import { sampleTreeCpu, settleTree } from './proc-cpu.js';
-import { startBareRelay, startHaproxy, startSocat } from './relays.js';
+import { startBareRelay, startBareTlsRelay, startHaproxy, startSocat } from './relays.js';
+import { prepareTlsFloor, startTlsFloor } from './tls-floor.js';
 import { startAgentRelay, type AgentRelayProcess } from './agent-relay.js';
 import { startDevClusterProcess, startProxyProcess, translateAtProxy, type ServerOptions, type ServerProcess } from './servers.js';
 import { counterValue } from '../test/helpers/metrics.js';
@@ -54,6 +68,14 @@ export interface RelayStartContext {
   workDir: string;
   /** Options for a Node relay's process (`--cpu-prof`, a valgrind wrapper). */
   node: ServerOptions;
+  /** The run's test PKI, for a relay that serves TLS ({@link CpuRelay.tls}). */
+  tls?: BenchTls;
+}
+
+/** The test PKI of a `--tls` run: the CA kubectl trusts and the loopback server certificate relays serve. */
+export interface BenchTls {
+  ca: CertAndKey;
+  server: CertAndKey;
 }
 
 /** One relay between kubectl and the dev cluster. */
@@ -66,6 +88,8 @@ export interface CpuRelay {
   env: Partial<Record<CpuMeasurement, Record<string, string>>>;
   /** True for relays written in Node (they run under callgrind with `callgrind`). */
   node: boolean;
+  /** The relay serves TLS to kubectl (its URL is https; its kubeconfig trusts the run's CA). */
+  tls?: boolean;
   /**
    * For the proxy's rows with WebSocket measurements: the way its WebSocket sessions must go,
    * checked on its `/metrics` after the warm-up (`apiserver_websocket_streaming_requests_total`):
@@ -98,13 +122,14 @@ const WEBSOCKET_ALL = {
 };
 
 /** A relay found on the machine (Debian package), started by `start(bin, ctx)`. */
-function debianRelay(key: string, name: string, pkg: string, binName: string, start: (bin: string, ctx: RelayStartContext) => Promise<ServerProcess>): CpuRelay {
+function debianRelay(key: string, name: string, pkg: string, binName: string, start: (bin: string, ctx: RelayStartContext) => Promise<ServerProcess>, tls = false): CpuRelay {
   let bin: string | undefined;
   return {
     key,
     name,
     env: SPDY_ALL,
     node: false,
+    ...(tls ? { tls } : {}),
     prepare(install, log) {
       const found = ensureDebianBinary(pkg, binName, install, log);
       if ('skip' in found) return found.skip;
@@ -215,11 +240,159 @@ export const CPU_RELAYS: CpuRelay[] = [
   { key: 'bare', name: 'bare Node relay (net + pipe())', env: SPDY_ALL, node: true, start: (ctx) => startBareRelay(ctx.upstream, ctx.node) },
 ];
 
+/** The run's PKI, or an error naming the relay that wanted it. */
+function tlsOf(ctx: RelayStartContext, key: string): BenchTls {
+  if (!ctx.tls) throw new Error(`${key}: a TLS relay started without the run's PKI`);
+  return ctx.tls;
+}
+
+/** The proxy's `serve` flags serving TLS with the run's server certificate. */
+function proxyTlsArgs(ctx: RelayStartContext, key: string): string[] {
+  const { server } = tlsOf(ctx, key);
+  return ['--tls-cert-file', server.certFile, '--tls-private-key-file', server.keyFile];
+}
+
+/** The bearer token in a TLS row's kubeconfig (kubectl would prompt for basic auth without one). */
+export const BENCH_TLS_TOKEN = 'kube-stream-proxy-bench';
+
+/** The relay every TLS row's "× bare relay CPU" is relative to. */
+export const BARE_TLS_RELAY_KEY = 'bare-tls';
+
+/**
+ * The `--cpu --tls` rows (issue 33 item 5): TLS from kubectl to the relay, plain TCP from the relay to
+ * the dev cluster. The proxy's rows are its plain rows with `--tls-cert-file/--tls-private-key-file`
+ * (the passthrough copies in JavaScript: splice(2) cannot carry TLS).
+ */
+export const CPU_TLS_RELAYS: CpuRelay[] = [
+  {
+    key: 'passthrough-tls',
+    name: 'TLS: proxy passthrough (SPDY)',
+    env: SPDY_ALL,
+    node: true,
+    tls: true,
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_OFF, ...proxyTlsArgs(ctx, 'passthrough-tls')], ctx.node),
+  },
+  {
+    key: 'translation-tls',
+    name: 'TLS: proxy translation (WS v5 → SPDY, --upstream-streaming spdy)',
+    env: { stdout: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' }, stdin: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'true' } },
+    node: true,
+    tls: true,
+    websocketWay: 'translated',
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON, ...translateAtProxy(ctx.node.cli), ...proxyTlsArgs(ctx, 'translation-tls')], ctx.node),
+  },
+  {
+    key: 'tunnel-tls',
+    name: 'TLS: proxy port-forward tunnel (WS → SPDY, --upstream-streaming spdy)',
+    env: { 'port-forward': { KUBECTL_PORT_FORWARD_WEBSOCKETS: 'true' } },
+    node: true,
+    tls: true,
+    websocketWay: 'translated',
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON, ...translateAtProxy(ctx.node.cli), ...proxyTlsArgs(ctx, 'tunnel-tls')], ctx.node),
+  },
+  {
+    key: 'websocket-passthrough-tls',
+    name: 'TLS: proxy WebSocket passthrough (v5 exec, port-forward tunnel → 1.36 API)',
+    env: WEBSOCKET_ALL,
+    node: true,
+    tls: true,
+    websocketWay: 'passthrough',
+    start: (ctx) => startProxyProcess(ctx.upstream, ['--feature-gates', GATES_ON, ...proxyTlsArgs(ctx, 'websocket-passthrough-tls')], ctx.node),
+  },
+  {
+    key: 'agent-tls',
+    name: 'TLS: via agent tunnel (TLS too): translation / port-forward tunnel (WS → SPDY, --upstream-streaming spdy)',
+    env: WEBSOCKET_ALL,
+    node: true,
+    tls: true,
+    websocketWay: 'translated',
+    start: (ctx) =>
+      startAgentRelay(ctx.upstream, join(ctx.workDir, 'agent-tls'), ['--feature-gates', GATES_ON, ...translateAtProxy(ctx.node.cli), ...proxyTlsArgs(ctx, 'agent-tls')], ctx.node, undefined, {
+        ca: tlsOf(ctx, 'agent-tls').ca.cert,
+        caFile: tlsOf(ctx, 'agent-tls').ca.certFile,
+      }),
+  },
+  {
+    key: 'agent-websocket-tls',
+    name: 'TLS: via agent tunnel (TLS too): WebSocket passthrough (v5 exec, port-forward tunnel → 1.36 API)',
+    env: WEBSOCKET_ALL,
+    node: true,
+    tls: true,
+    websocketWay: 'passthrough',
+    start: (ctx) =>
+      startAgentRelay(ctx.upstream, join(ctx.workDir, 'agent-websocket-tls'), ['--feature-gates', GATES_ON, ...proxyTlsArgs(ctx, 'agent-websocket-tls')], ctx.node, undefined, {
+        ca: tlsOf(ctx, 'agent-websocket-tls').ca.cert,
+        caFile: tlsOf(ctx, 'agent-websocket-tls').ca.certFile,
+      }),
+  },
+  debianRelay(
+    'nginx-tls',
+    'TLS: nginx 1 worker, listen ssl, default buffers',
+    'nginx',
+    'nginx',
+    (bin, ctx) => {
+      const { server } = tlsOf(ctx, 'nginx-tls');
+      return startNginx(bin, ctx.upstream, join(ctx.workDir, 'nginx'), undefined, undefined, { certFile: server.certFile, keyFile: server.keyFile });
+    },
+    true,
+  ),
+  debianRelay(
+    'nginx-tls-16k',
+    'TLS: nginx 1 worker, listen ssl, proxy_buffer_size 16k',
+    'nginx',
+    'nginx',
+    (bin, ctx) => {
+      const { server } = tlsOf(ctx, 'nginx-tls-16k');
+      return startNginx(bin, ctx.upstream, join(ctx.workDir, 'nginx'), undefined, undefined, { certFile: server.certFile, keyFile: server.keyFile, proxyBufferSize: '16k' });
+    },
+    true,
+  ),
+  debianRelay('haproxy-tls', 'TLS: HAProxy HTTP mode, bind ssl', 'haproxy', 'haproxy', (bin, ctx) => startHaproxy(bin, ctx.upstream, join(ctx.workDir, 'haproxy'), tlsOf(ctx, 'haproxy-tls').server), true),
+  {
+    key: BARE_TLS_RELAY_KEY,
+    name: 'TLS: bare Node TLS relay (tls.createServer + net.connect + pipe())',
+    env: SPDY_ALL,
+    node: true,
+    tls: true,
+    start: (ctx) => {
+      const { server } = tlsOf(ctx, BARE_TLS_RELAY_KEY);
+      return startBareTlsRelay(ctx.upstream, server.certFile, server.keyFile, ctx.node);
+    },
+  },
+  tlsFloorRelay(),
+];
+
+/** The C floor: single-threaded epoll, Debian's OpenSSL server side, plain TCP upstream (bench/tls-floor.ts). */
+function tlsFloorRelay(): CpuRelay {
+  let cc: string | undefined;
+  return {
+    key: 'floor-tls',
+    name: 'TLS: C floor relay (epoll, OpenSSL, 1 thread)',
+    env: SPDY_ALL,
+    node: false,
+    tls: true,
+    prepare(install, log) {
+      const found = prepareTlsFloor(install, log);
+      if ('skip' in found) return found.skip;
+      cc = found.cc;
+      return undefined;
+    },
+    start: (ctx) => {
+      if (!cc) throw new Error('floor-tls: prepare() first');
+      const { server } = tlsOf(ctx, 'floor-tls');
+      return startTlsFloor(cc, ctx.upstream, join(ctx.workDir, 'build'), server.certFile, server.keyFile);
+    },
+  };
+}
+
 /** The proxy's own relays, which `--cpu --base DIR` also runs from another build. */
-const PROXY_RELAY_KEYS: ReadonlySet<string> = new Set(['passthrough', 'passthrough-js', 'translation', 'tunnel', 'websocket-passthrough', 'agent', 'agent-spdy', 'agent-websocket']);
+const PROXY_RELAY_KEYS: ReadonlySet<string> = new Set([
+  'passthrough', 'passthrough-js', 'translation', 'tunnel', 'websocket-passthrough', 'agent', 'agent-spdy', 'agent-websocket',
+  'passthrough-tls', 'translation-tls', 'tunnel-tls', 'websocket-passthrough-tls', 'agent-tls', 'agent-websocket-tls',
+]);
 
 /** The rows that need a proxy that passes WebSockets through (issue 32): left out for a base build from before it. */
-const WEBSOCKET_PASSTHROUGH_KEYS: ReadonlySet<string> = new Set(['websocket-passthrough', 'agent-websocket']);
+const WEBSOCKET_PASSTHROUGH_KEYS: ReadonlySet<string> = new Set(['websocket-passthrough', 'agent-websocket', 'websocket-passthrough-tls', 'agent-websocket-tls']);
 
 /**
  * The proxy's relays among `relays` once more, started from the build in `baseDir` (its
@@ -242,12 +415,12 @@ export function baseRelays(relays: readonly CpuRelay[], baseDir: string): CpuRel
  * Check, on the proxy's `/metrics`, that the WebSocket sessions of `relay` (its warm-up transfers)
  * went its {@link CpuRelay.websocketWay}; throws when they did not (a row would measure another path).
  */
-export async function checkWebSocketWay(relay: CpuRelay, proc: ServerProcess | AgentRelayProcess): Promise<void> {
+export async function checkWebSocketWay(relay: CpuRelay, proc: ServerProcess | AgentRelayProcess, ca?: Buffer): Promise<void> {
   if (!relay.websocketWay) return;
   const base = 'proxy' in proc ? proc.proxy.url : proc.url;
-  const res = await fetch(new URL('/metrics', base));
+  const res = await getText(new URL('/metrics', base), ca);
   if (res.status !== 200) throw new Error(`${relay.name}: GET ${base}/metrics: HTTP ${res.status}`);
-  const text = await res.text();
+  const text = res.body;
   const way = (subresource: string, proxyType: string): number => counterValue(text, 'apiserver_websocket_streaming_requests_total', { subresource, proxy_type: proxyType });
   const subresources: [string, string][] = [];
   if (relay.env.stdout || relay.env.stdin) subresources.push(['exec', 'translated_at_apiserver']);
@@ -257,6 +430,22 @@ export async function checkWebSocketWay(relay: CpuRelay, proc: ServerProcess | A
     const ok = relay.websocketWay === 'passthrough' ? counts.passedThrough > 0 && counts.translated === 0 : counts.translated > 0 && counts.passedThrough === 0;
     if (!ok) throw new Error(`${relay.name}: its ${subresource} WebSocket sessions were to be ${relay.websocketWay === 'passthrough' ? 'passed through' : 'translated by the proxy'}; its /metrics counts ${JSON.stringify(counts)}`);
   }
+}
+
+/** GET `url`; an https URL is verified with `ca` (the `--tls` run's CA). */
+function getText(url: URL, ca?: Buffer): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const onResponse = (res: import('node:http').IncomingMessage): void => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.once('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.once('error', reject);
+    };
+    const req = url.protocol === 'https:' ? httpsRequest(url, ca ? { ca } : {}, onResponse) : httpRequest(url, onResponse);
+    req.once('error', reject);
+    req.end();
+  });
 }
 
 /** The relay the proxy's CPU targets are relative to. */
@@ -385,26 +574,60 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
   }
   const rows: CpuRow[] = [];
   const running = new Map<string, { proc: ServerProcess | AgentRelayProcess | undefined; kubeconfig: string }>();
+  // One test PKI for every TLS relay of the run (certificates for 127.0.0.1; kubectl trusts the CA).
+  let tls: BenchTls | undefined;
+  if (relays.some((r) => r.tls)) {
+    mkdirSync(join(work, 'pki'));
+    tls = await createTestPki(join(work, 'pki'));
+  }
   const zero = await startZeroServer();
   const cluster = await startDevClusterProcess();
   try {
+    // Prepared one by one (a missing tool may be installed with apt-get), then started all at once
+    // (each is its own process: on a loaded 2-core machine a dozen Node start-ups one after the
+    // other take most of a quick run), then the rows in the relays' order.
+    const started: CpuRelay[] = [];
+    const absentWhy = new Map<string, string>();
     for (const relay of relays) {
       const todo = measurements.filter((m) => relay.env[m]);
       if (todo.length === 0) continue;
       const skip = relay.prepare?.(o.install ?? false, log);
       if (skip !== undefined) {
         log(`note: "${relay.name}" is absent: ${skip}`);
-        for (const m of todo) rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, absent: skip, wallMs: [] });
+        absentWhy.set(relay.key, skip);
         continue;
       }
-      const node: ServerOptions = {};
-      if (o.cpuProfDir && relay.node) node.nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(o.cpuProfDir, relay.key)}`];
-      if (o.callgrind && relay.node)
-        node.wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${join(cgDir, `cg.${relay.key}.%p`)}`];
-      const proc = await relay.start({ upstream: cluster.url, workDir: join(work, relay.key), node });
-      const kubeconfig = join(work, `kubeconfig-${relay.key}`);
-      writeKubeconfig(kubeconfig, { server: proc?.url ?? cluster.url, name: relay.key });
-      running.set(relay.key, { proc, kubeconfig });
+      started.push(relay);
+    }
+    const startedAt = Date.now();
+    const starts = await Promise.allSettled(
+      started.map(async (relay) => {
+        const node: ServerOptions = {};
+        if (o.cpuProfDir && relay.node) node.nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(o.cpuProfDir, relay.key)}`];
+        if (o.callgrind && relay.node)
+          node.wrapper = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${join(cgDir, `cg.${relay.key}.%p`)}`];
+        const proc = await relay.start({ upstream: cluster.url, workDir: join(work, relay.key), node, ...(relay.tls && tls ? { tls } : {}) });
+        const kubeconfig = join(work, `kubeconfig-${relay.key}`);
+        running.set(relay.key, { proc, kubeconfig });
+        if (relay.tls && !proc?.url.startsWith('https://')) throw new Error(`${relay.name}: a TLS relay, but it serves ${proc?.url}`);
+        // Over https kubectl prompts for a user name when its kubeconfig has no credentials: a TLS row's
+        // carries a bearer token, which the dev cluster (no --token-auth-file) ignores: it takes the
+        // request as anonymous, as it takes the plain rows' requests.
+        writeKubeconfig(kubeconfig, { server: proc?.url ?? cluster.url, name: relay.key, ...(relay.tls && tls ? { caPem: tls.ca.cert.toString(), token: BENCH_TLS_TOKEN } : {}) });
+      }),
+    );
+    const failed = starts.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    log(`${started.length} relay(s) started in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+    for (const relay of relays) {
+      const todo = measurements.filter((m) => relay.env[m]);
+      if (todo.length === 0) continue;
+      const absent = absentWhy.get(relay.key);
+      if (absent !== undefined) {
+        for (const m of todo) rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, absent, wallMs: [] });
+        continue;
+      }
+      const { proc } = running.get(relay.key)!;
       for (const m of todo)
         rows.push({ relay: relay.name, key: relay.key, measurement: m, bytes: o.bytes, wallMs: [], ...(proc ? { cpuSeconds: [] } : {}), ...(agentOf(proc) ? { agentCpuSeconds: [] } : {}) });
     }
@@ -412,17 +635,24 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
     const agentIrs = new Map<CpuRow, number[]>();
     // One unmeasured warm-up transfer per row: the first session of a fresh Node process compiles
     // its code paths (JIT), which is start-up, not a cost per byte (under callgrind it dominates).
+    // Relays warm up side by side, two at a time (each relay's rows one after the other).
     const warmBytes = Math.max(1_000_000, Math.min(10_000_000, Math.floor(o.bytes / 30_000_000) * 1_000_000));
-    for (const row of rows.filter((r) => !r.absent)) {
-      const { kubeconfig } = running.get(row.key)!;
-      const env = relays.find((r) => r.key === row.key)!.env[row.measurement]!;
-      if (row.measurement === 'port-forward')
-        await withPortForward({ bin, kubeconfig, env, remotePort: zero.port, timeoutMs }, (port) => measureDownload(port, warmBytes, timeoutMs));
-      else await measureTransfer({ bin, kubeconfig, env, direction: row.measurement, bytes: warmBytes, timeoutMs });
-    }
+    const warmRelay = async (relay: CpuRelay): Promise<void> => {
+      const { kubeconfig } = running.get(relay.key)!;
+      for (const row of rows.filter((r) => r.key === relay.key && !r.absent)) {
+        const env = relay.env[row.measurement]!;
+        if (row.measurement === 'port-forward')
+          await withPortForward({ bin, kubeconfig, env, remotePort: zero.port, timeoutMs }, (port) => measureDownload(port, warmBytes, timeoutMs));
+        else await measureTransfer({ bin, kubeconfig, env, direction: row.measurement, bytes: warmBytes, timeoutMs });
+      }
+    };
+    const queue = relays.filter((r) => running.has(r.key));
+    await Promise.all([0, 1].map(async () => {
+      for (let relay = queue.shift(); relay; relay = queue.shift()) await warmRelay(relay);
+    }));
     for (const relay of relays) {
       const { proc } = running.get(relay.key) ?? {};
-      if (proc) await checkWebSocketWay(relay, proc);
+      if (proc) await checkWebSocketWay(relay, proc, relay.tls ? tls?.ca.cert : undefined);
     }
     log(`warm-up done (${warmBytes / 1e6} MB per row, not measured; each proxy's WebSocket sessions went its row's way)`);
     for (let round = 1; round <= o.rounds; round++) {
@@ -491,8 +721,10 @@ export async function runCpuBenchmarks(o: CpuBenchOptions): Promise<CpuRow[]> {
     const direct = rows.find((r) => r.key === 'direct' && r.measurement === row.measurement && r.wallMs.length > 0);
     if (direct) row.wallRatio = median(direct.wallMs) / median(row.wallMs);
   }
+  const tlsKeys = new Set(relays.filter((r) => r.tls).map((r) => r.key));
   for (const row of rows) {
-    const bare = rows.find((r) => r.key === BARE_RELAY_KEY && r.measurement === row.measurement);
+    const bareKey = tlsKeys.has(row.key) ? BARE_TLS_RELAY_KEY : BARE_RELAY_KEY;
+    const bare = rows.find((r) => r.key === bareKey && r.measurement === row.measurement);
     if (row.cpuPerGB !== undefined && bare?.cpuPerGB) row.cpuRatioToBare = row.cpuPerGB / bare.cpuPerGB;
   }
   return rows;

@@ -1,7 +1,7 @@
 /**
  * nginx as a plain passthrough reverse proxy in front of the dev cluster (the "nginx passthrough"
  * benchmark path): HTTP/1.1 upstream, `Upgrade`/`Connection: upgrade` forwarded, no buffering, long
- * timeouts. It runs on loopback with its own prefix, config, pid and log files in a temp folder (never
+ * timeouts (with TLS on its listener for the `--cpu --tls` rows). It runs on loopback with its own prefix, config, pid and log files in a temp folder (never
  * the system's /etc/nginx), in the foreground as a child process.
  *
  * Debian's `nginx` package provides the binary. When it is missing the bench installs it with
@@ -50,8 +50,25 @@ export function canConnect(port: number): Promise<boolean> {
   });
 }
 
-/** The nginx.conf of the passthrough: one worker (the proxy is one event loop too), loopback only. */
-export function nginxConfig(o: { prefix: string; port: number; upstream: URL; runAsRoot: boolean }): string {
+/** TLS on nginx's listener (`listen … ssl`), for the `--cpu --tls` rows. */
+export interface NginxTls {
+  certFile: string;
+  keyFile: string;
+  /** `proxy_buffer_size` (the buffer of each direction of an upgraded connection; nginx's default is 4k). */
+  proxyBufferSize?: string;
+}
+
+/**
+ * The nginx.conf of the passthrough: one worker (the proxy is one event loop too), loopback only;
+ * with `tls`, `listen … ssl` with that certificate (and the upgraded connection's buffer size).
+ */
+export function nginxConfig(o: { prefix: string; port: number; upstream: URL; runAsRoot: boolean; tls?: NginxTls }): string {
+  const tls = o.tls
+    ? ` ssl;\n    ssl_certificate ${o.tls.certFile};\n    ssl_certificate_key ${o.tls.keyFile};` +
+      // nginx wants proxy_busy_buffers_size below proxy_buffers minus one (8 × 4k by default; unused
+      // with proxy_buffering off), and its default is twice proxy_buffer_size: keep it at the size.
+      (o.tls.proxyBufferSize ? `\n    proxy_buffer_size ${o.tls.proxyBufferSize};\n    proxy_busy_buffers_size ${o.tls.proxyBufferSize};` : '')
+    : ';';
   const p = (name: string): string => join(o.prefix, name);
   return `# kube-stream-proxy bench: nginx as a plain passthrough reverse proxy (generated).
 ${o.runAsRoot ? 'user root;\n' : ''}daemon off;
@@ -74,7 +91,7 @@ http {
   scgi_temp_path ${p('scgi')};
 
   server {
-    listen 127.0.0.1:${o.port};
+    listen 127.0.0.1:${o.port}${tls}
     client_max_body_size 0;
 
     location / {
@@ -96,7 +113,8 @@ http {
 
 /**
  * Start nginx (`bin`) on a free loopback port in front of `upstream`; files go under `dir`. `render`
- * writes the nginx.conf (default: the passthrough of {@link nginxConfig}).
+ * writes the nginx.conf (default: the passthrough of {@link nginxConfig}); with `tls` the passthrough
+ * listens with TLS (`https://` URL) and `render` is not used.
  */
 export async function startNginx(
   bin: string,
@@ -104,13 +122,14 @@ export async function startNginx(
   dir: string,
   timeoutMs = 15_000,
   render: (o: { prefix: string; port: number; upstream: URL; runAsRoot: boolean }) => string = nginxConfig,
+  tls?: NginxTls,
 ): Promise<ServerProcess> {
   const up = new URL(upstream);
   if (up.protocol !== 'http:') throw new Error(`nginx bench path: plain http upstream expected, got ${upstream}`);
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const conf = join(dir, 'nginx.conf');
-  writeFileSync(conf, render({ prefix: dir, port, upstream: up, runAsRoot: process.getuid?.() === 0 }));
+  writeFileSync(conf, tls ? nginxConfig({ prefix: dir, port, upstream: up, runAsRoot: process.getuid?.() === 0, tls }) : render({ prefix: dir, port, upstream: up, runAsRoot: process.getuid?.() === 0 }));
   const child = spawn(bin, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
@@ -129,7 +148,7 @@ export async function startNginx(
     await new Promise((r) => setTimeout(r, 50));
   }
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     pid: child.pid!,
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,7 +1,7 @@
 /**
  * `npm run bench` entry point (`npm run bench -- --help` prints this):
  *   node dist/bench/run.js [--quick] [--runs N] [--bytes N] [--requests N] [--only stdout,stdin,…] [--write]
- *   --quick   50 MB, 1 run (what the test uses)
+ *   --quick   50 MB, 1 run (test/e2e/bench-quick.test.ts adds --bytes 4000000 --requests 50)
  *   --write   also replace the measured table at the top of docs/benchmarks.md (machine, date, command line);
  *             the commentary below the marker line is kept
  *   --latency run the latency benchmarks (bench/latency.ts) instead of the throughput ones and print
@@ -39,6 +39,18 @@
  *             translation-cli-floor,websocket-passthrough,agent,agent-spdy,agent-websocket,nginx,haproxy,socat,bare,
  *             --only stdout,stdin,port-forward. The full run (no mode flag) runs it after
  *             the throughput table, with its own defaults (--no-cpu leaves it out).
+ *     --tls   with --cpu: the TLS rows instead (issue 33 item 5): TLS from kubectl to the relay, plain
+ *             TCP from it to the dev cluster; one test PKI per run (dev/dev-pki.ts), kubectl trusts its
+ *             CA and sends a bearer token the dev cluster ignores (it takes anonymous requests; without
+ *             credentials kubectl would prompt). Rows (--paths keys): passthrough-tls (SPDY),
+ *             translation-tls and tunnel-tls (--upstream-streaming spdy), websocket-passthrough-tls,
+ *             agent-tls and agent-websocket-tls (the proxy served with --tls-cert-file/--tls-private-key-file;
+ *             the agent's tunnel is TLS too), nginx-tls (listen ssl), nginx-tls-16k (proxy_buffer_size 16k),
+ *             haproxy-tls (bind ssl), bare-tls (tls.createServer + net.connect + pipe()), floor-tls
+ *             (bench/tls-floor-relay.c: epoll + OpenSSL, one thread, compiled with cc into a temp folder
+ *             at bench time; cc and libssl-dev are installed with apt-get when missing, as nginx is,
+ *             unless --no-install). A TLS row's "× bare relay CPU" is against bare-tls. --paths may
+ *             mix TLS and plain keys; --runs, --bytes, --only, --base as for --cpu
  *     --base DIR  with --cpu: the proxy's rows (passthrough, passthrough-js, translation, tunnel,
  *             websocket-passthrough, agent, agent-spdy, agent-websocket among --paths; the WebSocket
  *             passthrough ones only when that build has --upstream-streaming) once more from the built
@@ -85,7 +97,7 @@ import { AUTH_FULL, AUTH_QUICK, authTextTables, runAuthBenchmarks, runAuthCallgr
 import { FLOOD_MODES, floodTextTable, runFloodBenchmarks } from './flood.js';
 import { protocolErrorTextTable, runProtocolErrorBenchmark } from './protocol-errors.js';
 import { TUNNEL_LOAD_FULL, runTunnelLoad, tunnelLoadText } from './tunnel-load.js';
-import { CPU_FULL, CPU_QUICK, CPU_RELAYS, baseRelays, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
+import { CPU_FULL, CPU_QUICK, CPU_RELAYS, CPU_TLS_RELAYS, baseRelays, cpuMarkdownSection, cpuTextTable, replaceCpuSection, runCpuBenchmarks, type CpuMeasurement } from './cpu.js';
 import { loadavg } from 'node:os';
 import { RECORDING_CPU_FULL, RECORDING_CPU_QUICK, recordingCpuTextTable, runRecordingCpu } from './recording-cpu.js';
 import { machineInfo } from './machine.js';
@@ -128,6 +140,7 @@ async function main(): Promise<void> {
       'no-install': { type: 'boolean', default: false },
       'cpu-prof': { type: 'string' },
       cpu: { type: 'boolean', default: false },
+      tls: { type: 'boolean', default: false },
       'no-cpu': { type: 'boolean', default: false },
       recording: { type: 'boolean', default: false },
       'no-recording': { type: 'boolean', default: false },
@@ -270,6 +283,7 @@ async function main(): Promise<void> {
     console.log('\n' + latencyTextTable(rows));
     return;
   }
+  if (values.tls && !values.cpu) throw new Error('--tls goes with --cpu (the TLS rows of the CPU-per-byte benchmark)');
   if (values.cpu) {
     await cpuBench(values, pathKeys, install, values.runs, values.bytes, values.only);
     return;
@@ -327,7 +341,7 @@ async function recordingBench(quick: boolean | undefined, runsText: string | und
 
 /** The `--cpu` benchmark (also the last part of the full run). */
 async function cpuBench(
-  values: { quick?: boolean; write?: boolean; callgrind?: boolean; 'cpu-prof'?: string; base?: string },
+  values: { quick?: boolean; write?: boolean; callgrind?: boolean; 'cpu-prof'?: string; base?: string; tls?: boolean },
   pathKeys: string[] | undefined,
   install: boolean,
   runsText: string | undefined,
@@ -337,16 +351,18 @@ async function cpuBench(
   const preset = values.quick ? CPU_QUICK : CPU_FULL;
   const rounds = runsText ? positiveInt('--runs', runsText) : preset.rounds;
   const bytes = bytesText ? positiveInt('--bytes', bytesText) : preset.bytes;
-  const unknown = (pathKeys ?? []).filter((k) => !CPU_RELAYS.some((r) => r.key === k));
-  if (unknown.length > 0) throw new Error(`--cpu --paths: unknown relay(s) ${unknown.join(', ')}; known: ${CPU_RELAYS.map((r) => r.key).join(', ')}`);
-  const chosen = pathKeys ? CPU_RELAYS.filter((r) => pathKeys.includes(r.key)) : CPU_RELAYS;
+  // --tls: the TLS rows by default; --paths picks among the plain and the TLS rows alike.
+  const all = [...CPU_RELAYS, ...CPU_TLS_RELAYS];
+  const unknown = (pathKeys ?? []).filter((k) => !all.some((r) => r.key === k));
+  if (unknown.length > 0) throw new Error(`--cpu --paths: unknown relay(s) ${unknown.join(', ')}; known: ${all.map((r) => r.key).join(', ')}`);
+  const chosen = pathKeys ? all.filter((r) => pathKeys.includes(r.key)) : values.tls ? CPU_TLS_RELAYS : CPU_RELAYS;
   // --base DIR: the proxy's rows once more from another build, interleaved with this tree's.
   const relays = values.base ? [...chosen, ...baseRelays(chosen, resolve(values.base))] : chosen;
   const measurements = onlyText?.split(',').map((m) => m.trim()) as CpuMeasurement[] | undefined;
   const machine = machineInfo();
   const load = loadavg().map((l) => l.toFixed(2)).join(', ');
   console.log(`machine: ${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.nodeVersion}; load average ${load}`);
-  console.log(`transfers of ${bytes / 1e6} MB, ${rounds} interleaved round(s)${values.callgrind ? ', Node relays under callgrind' : ''}\n`);
+  console.log(`transfers of ${bytes / 1e6} MB, ${rounds} interleaved round(s)${values.tls && !pathKeys ? ', TLS rows' : ''}${values.callgrind ? ', Node relays under callgrind' : ''}\n`);
   const cpuProfDir = values['cpu-prof'] ? resolve(values['cpu-prof']) : undefined;
   const rows = await runCpuBenchmarks({
     bytes,
