@@ -6,15 +6,17 @@
  * (proxy/drain-close.ts). There is no TCP half-close; SPDY and WebSocket carry their own (see
  * docs/half-close.md).
  */
-import { Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { TLSSocket } from 'node:tls';
 import type { RelayObserver } from '../src/recording/observer.js';
 import type { V1Status } from '../src/status.js';
 import { TurnCork } from '../src/turn-cork.js';
 import { ReadThrottle } from './bandwidth-limiter.js';
-import { RELAY_NO_PROGRESS_MS, drainAndClose } from './drain-close.js';
+import { RELAY_NO_PROGRESS_MS } from './drain-close.js';
+import { closeBoth, resumeNodeReading, spliceableFd, stopNodeReading, takeBuffered, type Splice, type SpliceEnd } from './relay-sockets.js';
 import { NATIVE_ETIMEDOUT, NativeEnd, loadNativeSplice, type NativeSpliceAddon, type NativeSpliceHandle } from './splice-native.js';
+
+export type { Splice, SpliceEnd } from './relay-sockets.js';
 
 /**
  * How long a peer has to answer a close this side started when nothing is left to deliver to it (a
@@ -66,24 +68,6 @@ export const RECORDING_END_DEADLINE_MS = 1_000;
  * splice-auto (splice only where data flows): an idle or interactive session stays in JavaScript.
  */
 export const NATIVE_SPLICE_AFTER_BYTES = 1024 * 1024;
-
-/** Which side ended the connection first. */
-export type SpliceEnd = 'client' | 'upstream';
-
-/** A running splice. */
-export interface Splice {
-  /** Resolves when both sockets are closed, with the side that ended first. */
-  readonly done: Promise<SpliceEnd>;
-  /** Bytes copied so far, per direction. */
-  readonly bytes: { readonly toUpstream: number; readonly toClient: number };
-  /** Which copy loop runs now: the kernel's splice(2) (native addon) or Node streams. */
-  readonly mode: 'native' | 'js';
-}
-
-/** Close both sides once each has what was read for it (proxy/drain-close.ts). */
-function closeBoth(client: Duplex, upstream: Duplex, noProgressMs: number): Promise<unknown> {
-  return Promise.all([drainAndClose(client, { noProgressMs }), drainAndClose(upstream, { noProgressMs })]);
-}
 
 /**
  * Start copying. Both sockets must already be connected; anything already read (the 101 head and
@@ -239,50 +223,6 @@ function endRecorded(observer: RelayObserver, client: Duplex, upstream: Duplex, 
   upstream.on('data', cut);
   cut(Buffer.alloc(0));
   upstream.resume();
-}
-
-/** Node's TCP handle of a socket (internal, stable since Node 0.x). */
-interface TcpHandle {
-  fd?: number;
-  reading?: boolean;
-  readStop?(): number;
-}
-
-/** The descriptor of a connected, plain (not TLS) TCP socket in both directions, else undefined. */
-function spliceableFd(s: Duplex): number | undefined {
-  if (!(s instanceof Socket) || s instanceof TLSSocket || s.connecting || s.destroyed || !s.readable || !s.writable) return undefined;
-  if (s.readableEnded || s.writableEnded) return undefined;
-  const h = (s as unknown as { _handle?: TcpHandle })._handle;
-  return typeof h?.fd === 'number' && h.fd >= 0 && typeof h.readStop === 'function' ? h.fd : undefined;
-}
-
-/** Keep Node from reading `s` from now on (the native thread reads its descriptor instead). */
-function stopNodeReading(s: Socket): void {
-  // A pending maybeReadMore or a read() would call _read and start libuv reading again.
-  (s as unknown as { _read: () => void })._read = () => {};
-  const h = (s as unknown as { _handle?: TcpHandle })._handle;
-  if (h?.reading) {
-    h.reading = false;
-    h.readStop?.();
-  }
-}
-
-/**
- * Let Node read `s` again (the native thread has ended): its own `_read` back, and called once, since
- * the stream still waits for the read our stand-in swallowed (its `reading` state stays set until a
- * read pushes something).
- */
-function resumeNodeReading(s: Socket): void {
-  const own = s as unknown as { _read?: (n: number) => void };
-  delete own._read;
-  if (!s.destroyed && !s.readableEnded) own._read!(s.readableHighWaterMark);
-}
-
-/** Whatever Node had already read from `s` into its stream buffer. */
-function takeBuffered(s: Socket): Buffer[] {
-  const chunks: Buffer[] = [];
-  for (let c = s.read() as Buffer | null; c !== null; c = s.read() as Buffer | null) chunks.push(c);
-  return chunks;
 }
 
 /**
